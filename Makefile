@@ -1,0 +1,42 @@
+# The README's two commands: `make test` and `make verify`. Both bootstrap .venv on first use
+# and reinstall when pyproject.toml changes; nothing else needs to be installed by hand.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SEED   ?= 20261130
+# mpiexec (from the mpich wheel) and the leasefence script live in the virtualenv.
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: test verify lint bench clean help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make test    - set up .venv if needed, then lint, type-check and run the pytest suite"
+	@echo "make verify  - set up .venv if needed, then run every verification layer (leasefence verify)"
+	@echo "make bench   - run the side-by-side benchmarks (leasefence bench)"
+	@echo "make clean   - remove .venv and generated reports"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "leasefence needs Python >= 3.11; found " + sys.version.split()[0] + " (set PYTHON=...)")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy leasefence
+
+test: lint
+	$(BIN)/pytest --hypothesis-seed=$(SEED) $(PYTEST_ARGS)
+
+verify: $(STAMP)
+	$(BIN)/leasefence verify $(VERIFY_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/leasefence bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,151 @@
+"""The layers ``leasefence verify`` runs, each returning one row of the summary table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from leasefence.model.check import explore
+from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
+from leasefence.model.system import Bounds
+
+PASS, FAIL, SKIP = "pass", "FAIL", "skip"
+
+
+@dataclass
+class Row:
+    """One layer's line in the summary: what ran, its figures, the result and the time taken."""
+
+    layer: str
+    ran: str
+    figures: str
+    result: str
+    seconds: float = 0.0
+    detail: str = ""
+
+
+Layer = Callable[[bool], list[Row]]
+
+
+def _tool(name: str) -> str:
+    """A tool from this interpreter's virtualenv, else from PATH."""
+    local = Path(sys.executable).with_name(name)
+    return str(local) if local.exists() else (shutil.which(name) or name)
+
+
+def layer_lint(deep: bool) -> list[Row]:
+    """ruff check, ruff format --check and mypy --strict, as ``make test`` runs them."""
+    rows = []
+    root = Path(__file__).resolve().parent.parent
+    for what, cmd in (
+        ("ruff check", [_tool("ruff"), "check", "."]),
+        ("ruff format --check", [_tool("ruff"), "format", "--check", "."]),
+        ("mypy --strict", [_tool("mypy"), "leasefence"]),
+    ):
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
+        last = (proc.stdout.strip().splitlines() or [""])[-1]
+        rows.append(
+            Row(
+                "lint/types",
+                what,
+                last[:60],
+                PASS if proc.returncode == 0 else FAIL,
+                time.perf_counter() - t,
+                proc.stdout[-2000:] + proc.stderr[-2000:],
+            )
+        )
+    return rows
+
+
+def layer_model(deep: bool) -> list[Row]:
+    """The exhaustive model check: the fixed protocol must pass, each flavour must fail on its L."""
+    rows = []
+    bounds = Bounds(max_leases=3) if deep else Bounds()
+    for flavour in Flavour:
+        t = time.perf_counter()
+        r = explore(replace(bounds, flavour=flavour))
+        expected = EXPECTED_VIOLATIONS[flavour]
+        if flavour is Flavour.FIXED:
+            ok = r.ok
+            figures = f"{r.states:,} states, {r.transitions:,} transitions, depth {r.depth}"
+        else:
+            ok = bool(expected & set(r.violated))
+            figures = f"caught: {', '.join(sorted(expected & set(r.violated))) or 'nothing'} in {len(r.trace) - 1} steps"
+        rows.append(
+            Row(
+                "model check",
+                f"flavour {flavour.value}",
+                figures,
+                PASS if ok else FAIL,
+                time.perf_counter() - t,
+                ", ".join(r.violated),
+            )
+        )
+    return rows
+
+
+#: Every layer, in the order it runs. Later layers append themselves here.
+LAYERS: list[tuple[str, Layer]] = [
+    ("lint/types", layer_lint),
+    ("model check", layer_model),
+]
+
+
+def run_verify(deep: bool = False, reports: str = "reports") -> int:
+    """Run every layer, print the table, write reports/verify.{md,json}; 0 when all pass."""
+    rows: list[Row] = []
+    start = time.perf_counter()
+    for name, layer in LAYERS:
+        print(f"[verify] {name} ...", flush=True)
+        t = time.perf_counter()
+        try:
+            got = layer(deep)
+        except Exception as exc:  # a crashing layer is a failed layer, reported, not hidden
+            got = [
+                Row(
+                    name,
+                    "(crashed)",
+                    f"{type(exc).__name__}: {exc}"[:80],
+                    FAIL,
+                    time.perf_counter() - t,
+                )
+            ]
+        for row in got:
+            print(
+                f"[verify]   {row.ran}: {row.result} ({row.figures}) {row.seconds:.1f} s",
+                flush=True,
+            )
+        rows.extend(got)
+    total = time.perf_counter() - start
+    table = _table(rows, total)
+    print(table)
+    out = Path(reports)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verify.md").write_text("# leasefence verify\n\n" + table + "\n")
+    doc = {"deep": deep, "seconds": round(total, 2), "rows": [asdict(r) for r in rows]}
+    (out / "verify.json").write_text(json.dumps(doc, indent=2) + "\n")
+    failed = [r for r in rows if r.result == FAIL]
+    for r in failed:
+        print(f"\nFAILED {r.layer} / {r.ran}:\n{r.detail.strip()}")
+    return 1 if failed else 0
+
+
+def _table(rows: list[Row], total: float) -> str:
+    head = ["layer", "what ran", "figures", "result", "time"]
+    body = [[r.layer, r.ran, r.figures, r.result, f"{r.seconds:.1f} s"] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
+    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+    lines = [fmt.format(*head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += [fmt.format(*b) for b in body]
+    lines.append(
+        f"\ntotal {total:.1f} s; {sum(r.result == FAIL for r in rows)} failed, "
+        f"{sum(r.result == SKIP for r in rows)} skipped"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,130 @@
+"""The state-shard coordinator's actions (``StateShardCoordinator``), as pure functions.
+
+Each docstring starts with the TLA+ action it is, then says when it succeeds and what it changes.
+A lease is *active* when it was taken in the coordinator's current epoch; older ones are stale.
+"""
+
+from __future__ import annotations
+
+from leasefence.model.flavours import Flavour
+from leasefence.model.rules import CLOCK_UNIX, reclaimable
+from leasefence.model.state import Coordinator, StateLease, Stats, drop, get, put
+
+FIXED = Flavour.FIXED
+
+
+def active_lease(c: Coordinator, task: str) -> StateLease | None:
+    """The lease of ``task`` if it is active (taken in the current epoch), else None."""
+    lease = get(c.leases, task)
+    return lease if lease is not None and lease.epoch == c.epoch else None
+
+
+def _add(c: Coordinator, task: str, delta: Stats) -> tuple[tuple[str, Stats], ...]:
+    old = get(c.stats, task) or Stats()
+    return put(
+        c.stats,
+        task,
+        Stats(
+            completions=old.completions + delta.completions,
+            failures=old.failures + delta.failures,
+            reward=old.reward + delta.reward,
+            cost=old.cost + delta.cost,
+        ),
+    )
+
+
+def lease_state(
+    c: Coordinator, task: str, worker: int, wall: int, mono: int, flavour: Flavour = FIXED
+) -> tuple[bool, Coordinator]:
+    """LeaseState(s, r). Enabled when ``task`` has no active lease (L1); a stale one is replaced.
+
+    A refused lease changes nothing (L3). Defect 2 overwrote the active owner; defect 3 stamped
+    monotonic time.
+    """
+    if active_lease(c, task) is not None and flavour is not Flavour.UNFENCED_STATE:
+        return False, c
+    stamp = mono if flavour is Flavour.MONOTONIC_PERSISTED else wall
+    lease = StateLease(owner=worker, updated=stamp, epoch=c.epoch)
+    return True, c._replace(leases=put(c.leases, task, lease))
+
+
+def _owned(c: Coordinator, task: str, worker: int) -> bool:
+    lease = active_lease(c, task)
+    return lease is not None and lease.owner == worker
+
+
+def complete_state(
+    c: Coordinator,
+    task: str,
+    worker: int,
+    reward: int = 1,
+    cost: int = 1,
+    flavour: Flavour = FIXED,
+) -> tuple[bool, Coordinator]:
+    """CompleteState(s, r). Enabled when ``worker`` owns the active lease of ``task`` (L2).
+
+    Frees the task and adds one completion, ``reward`` and ``cost`` to its statistics. Defect 2
+    completed whatever active lease there was, whoever owned it.
+    """
+    if active_lease(c, task) is None:
+        return False, c
+    if not _owned(c, task, worker) and flavour is not Flavour.UNFENCED_STATE:
+        return False, c
+    return True, c._replace(
+        leases=drop(c.leases, task),
+        stats=_add(c, task, Stats(completions=1, reward=reward, cost=cost)),
+    )
+
+
+def abandon_state(
+    c: Coordinator, task: str, worker: int, cost: int = 1
+) -> tuple[bool, Coordinator]:
+    """AbandonState(s, r). Enabled when ``worker`` owns the active lease of ``task`` (L2).
+
+    Frees the task and adds one failure and ``cost`` to its statistics.
+    """
+    if not _owned(c, task, worker):
+        return False, c
+    return True, c._replace(
+        leases=drop(c.leases, task), stats=_add(c, task, Stats(failures=1, cost=cost))
+    )
+
+
+def discard_state(c: Coordinator, task: str, worker: int) -> tuple[bool, Coordinator]:
+    """DiscardState(s, r). Enabled when ``worker`` owns the active lease of ``task`` (L2).
+
+    Frees the task without touching its statistics (the work was withdrawn, not tried).
+    """
+    if not _owned(c, task, worker):
+        return False, c
+    return True, c._replace(leases=drop(c.leases, task))
+
+
+def recover_states(
+    c: Coordinator, ttl: int, wall: int, mono: int, flavour: Flavour = FIXED
+) -> tuple[tuple[str, ...], Coordinator]:
+    """RecoverStates (``recover_expired``). Voids every stale lease and every expired active one.
+
+    Expiry follows the journal's rule for Unix records (``rules.reclaimable``). Returns the voided
+    tasks in sorted order. Statistics are untouched.
+    """
+    gone = tuple(
+        t
+        for t, lease in c.leases
+        if lease.epoch != c.epoch
+        or reclaimable(lease.updated, CLOCK_UNIX, wall, mono, ttl, flavour)
+    )
+    if not gone:
+        return (), c
+    return gone, c._replace(leases=tuple((t, s) for t, s in c.leases if t not in gone))
+
+
+def restart_coordinator(c: Coordinator) -> Coordinator:
+    """RestartCoordinator. Loads the snapshot into the next epoch (L6).
+
+    Statistics survive; every lease keeps its owner for the record but its time is zeroed and its
+    epoch is now older than the coordinator's, so it grants no ownership and the first
+    ``recover_states`` clears it.
+    """
+    leases = tuple((t, s._replace(updated=0)) for t, s in c.leases)
+    return c._replace(epoch=c.epoch + 1, leases=leases)

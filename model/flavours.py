@@ -1,0 +1,43 @@
+"""The protocol as F314 fixed it, and each of the four pre-fix defects switched back on alone."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Flavour(StrEnum):
+    """Which protocol the model runs: ``FIXED`` (F314) or one pre-fix defect, one at a time.
+
+    The defects exist so that every layer (model checker, TLC, conformance, mutants) can show that
+    it catches each one; they never leak into ``impl/``.
+    """
+
+    FIXED = "fixed"
+    # Defect 1: WorkLeaseJournal.lease refused only completed IDs, and complete/abandon ignored
+    # the worker fence (a late completion or rollback deleted the current record).
+    DUPLICATE_OWNER = "defect1"
+    # Defect 2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
+    UNFENCED_STATE = "defect2"
+    # Defect 3: time.monotonic() persisted with no clock tag, and recovery compared it as is.
+    MONOTONIC_PERSISTED = "defect3"
+    # Defect 4: the state ID reported by the worker was preferred over the master's stored one.
+    REPORTED_ID_WINS = "defect4"
+
+
+#: One line per flavour, for ``--help`` and reports.
+DESCRIPTIONS: dict[Flavour, str] = {
+    Flavour.FIXED: "the protocol as F314 fixes it",
+    Flavour.DUPLICATE_OWNER: "defect 1: journal lease without the active check, unfenced complete/abandon",
+    Flavour.UNFENCED_STATE: "defect 2: state lease overwrites the owner, complete without owner check",
+    Flavour.MONOTONIC_PERSISTED: "defect 3: monotonic time persisted without a clock tag",
+    Flavour.REPORTED_ID_WINS: "defect 4: the worker-reported state ID is preferred",
+}
+
+#: The invariants each defect must violate (F314's table, checked by the tests).
+EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
+    Flavour.FIXED: frozenset(),
+    Flavour.DUPLICATE_OWNER: frozenset({"L1_SingleOwner", "L3_RefusalChangesNothing"}),
+    Flavour.UNFENCED_STATE: frozenset({"L1_SingleOwner", "L2_OwnerFenced"}),
+    Flavour.MONOTONIC_PERSISTED: frozenset({"L4_UnixClockDomain", "L5_LegacyMigratable"}),
+    Flavour.REPORTED_ID_WINS: frozenset({"L7_AuthoritativeStateId"}),
+}

@@ -1,0 +1,178 @@
+"""L1–L7 of F314 and ``type_ok``, each one condition, worded as in F314's table.
+
+State invariants take a state; two-state properties (L3, L6's statistics, L7) take
+``(before, after)``. The same names, and the same one-line comments, appear in the TLA+ spec
+(``L1_SingleOwner`` ...) and in the conformance machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from leasefence.model.coordinator import active_lease
+from leasefence.model.rules import CLOCK_MONO, CLOCK_UNIX, CLOCKS, reclaimable
+from leasefence.model.state import State, get
+from leasefence.model.system import Bounds
+
+
+def type_ok(s: State, b: Bounds) -> bool:
+    """Every variable holds a value of its type and range."""
+    works, tasks, ranks = set(b.works), set(b.tasks), set(b.ranks)
+    j, c = s.journal, s.coordinator
+    return (
+        0 <= s.wall <= b.max_wall
+        and 0 <= s.mono <= b.max_wall
+        and 0 <= s.reboots <= b.max_reboots
+        and 0 <= s.rollbacks <= b.max_rollbacks
+        and all(w in works and x.owner in ranks and x.clock in CLOCKS for w, x in j.leases)
+        and j.completed <= works
+        and all(w in works and n >= 1 for w, n in j.attempts)
+        and 1 <= c.epoch <= b.max_restarts + 1
+        and all(t in tasks and x.owner in ranks and 1 <= x.epoch <= c.epoch for t, x in c.leases)
+        and all(
+            t in tasks and min(x.completions, x.failures, x.reward, x.cost) >= 0 for t, x in c.stats
+        )
+        and all(r in ranks and d.work in works and d.task == b.task(d.work) for r, d in s.active)
+        and all(r in ranks and w in works for r, w in s.net)
+        and 0 <= s.dups <= b.max_dups
+    )
+
+
+# L1: A local work/state ID has at most one active worker at any moment.
+def l1_single_owner(s: State, b: Bounds) -> bool:
+    works = [d.work for _, d in s.active]
+    tasks = [d.task for _, d in s.active]
+    return len(works) == len(set(works)) and len(tasks) == len(set(tasks))
+
+
+# L2: complete, abandon and discard change state only when the worker is the current owner.
+def l2_owner_fenced(s: State, b: Bounds) -> bool:
+    # Stated over what it protects: no other worker's call ever takes a live dispatch's leases,
+    # so every rank's active dispatch still owns its work lease and its active state lease.
+    for r, d in s.active:
+        lease = get(s.journal.leases, d.work)
+        state = active_lease(s.coordinator, d.task)
+        if lease is None or lease.owner != r or state is None or state.owner != r:
+            return False
+    return True
+
+
+# L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
+def l3_refusal_changes_nothing(before: State, after: State, b: Bounds) -> bool:
+    j0, j1 = before.journal, after.journal
+    for w in b.works:
+        held = get(j0.leases, w)
+        if held is None and w not in j0.completed:
+            continue  # a free ID may be leased
+        if get(j1.attempts, w) != get(j0.attempts, w):
+            return False
+        now = get(j1.leases, w)
+        if held is not None and now is not None and now != held:
+            return False
+    c0, c1 = before.coordinator, after.coordinator
+    for t in b.tasks:
+        held_state = active_lease(c0, t)
+        now_state = get(c1.leases, t)
+        replaced = held_state is not None and now_state is not None and now_state != held_state
+        if replaced and c1.epoch == c0.epoch:
+            return False
+    return True
+
+
+# L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
+def l4_unix_clock_domain(s: State, b: Bounds) -> bool:
+    return all(x.clock != CLOCK_MONO for _, x in s.journal.leases)
+
+
+# L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
+def l5_legacy_migratable(s: State, b: Bounds) -> bool:
+    return all(
+        reclaimable(x.updated, x.clock, s.wall, s.mono, b.ttl, b.flavour)
+        for _, x in s.journal.leases
+        if x.clock != CLOCK_UNIX
+    )
+
+
+# Beyond F314: no lease stays stuck after a wall-clock rollback; each is reclaimable within 2*TTL.
+def no_stuck_lease(s: State, b: Bounds) -> bool:
+    horizon = range(2 * b.ttl + 1)
+
+    def frees(updated: int, clock: str) -> bool:
+        return any(
+            reclaimable(updated, clock, s.wall + d, s.mono + d, b.ttl, b.flavour) for d in horizon
+        )
+
+    return all(frees(x.updated, x.clock) for _, x in s.journal.leases) and all(
+        frees(x.updated, CLOCK_UNIX)
+        for _, x in s.coordinator.leases
+        if x.epoch == s.coordinator.epoch
+    )
+
+
+# L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
+def l6_no_inherited_ownership(s: State, b: Bounds) -> bool:
+    # Every active state lease belongs to a live dispatch of its owner in this epoch.
+    c = s.coordinator
+    for t, x in c.leases:
+        if x.epoch == c.epoch:
+            d = get(s.active, x.owner)
+            if d is None or d.task != t:
+                return False
+    return True
+
+
+# L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
+def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
+    # No step, a restart included, ever loses a statistic.
+    for t, x in before.coordinator.stats:
+        y = get(after.coordinator.stats, t)
+        if y is None or y.completions < x.completions or y.failures < x.failures:
+            return False
+        if y.reward < x.reward or y.cost < x.cost:
+            return False
+    return True
+
+
+# L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
+def l7_authoritative_state_id(before: State, after: State, b: Bounds) -> bool:
+    # When a rank's dispatch ends within one epoch, the task the master stored for it is the one
+    # released in that step: the rank holds no active lease of it afterwards.
+    if after.coordinator.epoch != before.coordinator.epoch:
+        return True
+    for r, d in before.active:
+        if get(after.active, r) == d:
+            continue
+        lease = active_lease(after.coordinator, d.task)
+        if lease is not None and lease.owner == r:
+            return False
+    return True
+
+
+StateCheck = Callable[[State, Bounds], bool]
+StepCheck = Callable[[State, State, Bounds], bool]
+
+#: State invariants by their TLA+ name, in the order they are checked and reported.
+STATE_INVARIANTS: dict[str, StateCheck] = {
+    "TypeOK": type_ok,
+    "L1_SingleOwner": l1_single_owner,
+    "L2_OwnerFenced": l2_owner_fenced,
+    "L4_UnixClockDomain": l4_unix_clock_domain,
+    "L5_LegacyMigratable": l5_legacy_migratable,
+    "L6_NoInheritedOwnership": l6_no_inherited_ownership,
+    "NoStuckLease": no_stuck_lease,
+}
+
+#: Two-state properties by their TLA+ name (checked on every transition, under PROPERTIES in TLA+).
+STEP_PROPERTIES: dict[str, StepCheck] = {
+    "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
+    "L6_StatisticsSurvive": l6_statistics_survive,
+    "L7_AuthoritativeStateId": l7_authoritative_state_id,
+}
+
+
+def violated(before: State | None, after: State, b: Bounds) -> list[str]:
+    """Names of the invariants ``after`` breaks and the properties the step ``before -> after`` breaks."""
+    bad = [name for name, check in STATE_INVARIANTS.items() if not check(after, b)]
+    if before is not None:
+        bad += [name for name, step in STEP_PROPERTIES.items() if not step(before, after, b)]
+    return bad

@@ -1,0 +1,54 @@
+"""Pure decision rules shared by the journal and the coordinator: recovery and result identity.
+
+These are the model's twins of the implementation's decision functions; CrossHair compares them.
+"""
+
+from __future__ import annotations
+
+from leasefence.model.flavours import Flavour
+
+#: Clock domain of a persisted timestamp. ``unix``: tagged Unix time (F314). ``legacy``: an
+#: untagged monotonic value from a journal written before F314. ``mono``: an untagged monotonic
+#: value written by pre-fix code (defect 3); on disk it looks exactly like ``legacy``.
+CLOCK_UNIX = "unix"
+CLOCK_LEGACY = "legacy"
+CLOCK_MONO = "mono"
+CLOCKS = (CLOCK_UNIX, CLOCK_LEGACY, CLOCK_MONO)
+
+
+def reclaimable(
+    updated: int, clock: str, wall: int, mono: int, ttl: int, flavour: Flavour = Flavour.FIXED
+) -> bool:
+    """Whether ``recover(ttl)`` reclaims a lease stamped ``updated`` in domain ``clock``.
+
+    F314 §3.2, in order: (1) ``ttl == 0`` reclaims every active record; (2) a record without
+    the Unix tag is a legacy record from another epoch and is reclaimed; (3) otherwise reclaim
+    when ``wall - updated >= ttl``. Beyond F314: a Unix record dated more than ``ttl`` in the
+    future (the wall clock was stepped back) is reclaimed too, so no lease stays stuck for more
+    than twice the TTL of real time whatever the wall clock did.
+
+    Pre-fix (defect 3) recovery compared monotonic values only: ``mono - updated >= ttl``, which
+    is negative after a reboot, so not even ``ttl == 0`` reclaimed such a lease.
+    """
+    if flavour is Flavour.MONOTONIC_PERSISTED:
+        return mono - updated >= ttl
+    if ttl == 0:
+        return True
+    if clock != CLOCK_UNIX:
+        return True
+    if updated - wall > ttl:
+        return True
+    return wall - updated >= ttl
+
+
+def authoritative_state_task(
+    active: str | None, reported: str | None, flavour: Flavour = Flavour.FIXED
+) -> str | None:
+    """The state task a result commits: the master's stored ID wins (F314 §3.4, L7).
+
+    The worker's report is used only when the master holds no active ID (old protocol).
+    Pre-fix (defect 4) preferred the report whenever there was one.
+    """
+    if flavour is Flavour.REPORTED_ID_WINS and reported is not None:
+        return reported
+    return active if active is not None else reported

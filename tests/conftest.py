@@ -1,0 +1,29 @@
+"""Shared pytest set-up: Hypothesis profiles (``ci`` under CI=true, ``deep`` on demand)."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "deep",
+    max_examples=2_000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+_default = "ci" if os.environ.get("CI") == "true" else "dev"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
+
+
+def pytest_report_header() -> list[str]:
+    return [f"hypothesis profile: {settings._current_profile}"]

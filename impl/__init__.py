@@ -1,0 +1,1 @@
+"""The implementation of F314: work journal, state-shard coordinator, MPI master and workers."""

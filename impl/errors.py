@@ -1,0 +1,69 @@
+"""Every error leasefence raises on purpose, under one base class.
+
+::
+
+    LeaseError
+    ├── InvalidWorkId (ValueError)        a work ID that is not 64 hexadecimal characters
+    ├── InvalidTtl (ValueError)           a negative, NaN or infinite lease TTL
+    ├── JournalError
+    │   ├── JournalCorrupt (ValueError)   a bad record followed by good ones (file untouched)
+    │   ├── JournalLocked                 another writer holds the journal's lock
+    │   ├── JournalUnusable               an fsync or write failed: this object refuses all calls
+    │   └── RecordTooLarge (ValueError)   a record over the line-size limit
+    ├── CoordinatorError
+    │   ├── UnknownTask (KeyError)        a state task the coordinator has never seen
+    │   └── SnapshotError (ValueError)    a snapshot that does not parse or has the wrong schema
+    └── ProtocolError (ValueError)        a malformed or unknown MPI message
+
+Messages name what was wrong, with the path, line or ID involved.
+"""
+
+from __future__ import annotations
+
+
+class LeaseError(Exception):
+    """Base class of every error leasefence raises on purpose."""
+
+
+class InvalidWorkId(LeaseError, ValueError):
+    """A work ID that is not 64 hexadecimal characters."""
+
+
+class InvalidTtl(LeaseError, ValueError):
+    """A lease TTL that is negative, NaN or infinite."""
+
+
+class JournalError(LeaseError):
+    """Something is wrong with a work journal file."""
+
+
+class JournalCorrupt(JournalError, ValueError):
+    """A bad record followed by good ones: corruption, not a torn tail. The file is left as it was."""
+
+
+class JournalLocked(JournalError):
+    """Another writer (in this process or another) holds the journal's exclusive lock."""
+
+
+class JournalUnusable(JournalError):
+    """A write or fsync failed; the journal object refuses every further call (no retry)."""
+
+
+class RecordTooLarge(JournalError, ValueError):
+    """A record longer than the journal's line-size limit."""
+
+
+class CoordinatorError(LeaseError):
+    """Something is wrong with the state-shard coordinator or its snapshot."""
+
+
+class UnknownTask(CoordinatorError, KeyError):
+    """A state task ID the coordinator has never seen."""
+
+
+class SnapshotError(CoordinatorError, ValueError):
+    """A coordinator snapshot that does not parse, or has an unknown schema version."""
+
+
+class ProtocolError(LeaseError, ValueError):
+    """A malformed, oversized or unknown MPI message."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, str] = {
     "model": "leasefence.cmd_model",
     "verify": "leasefence.cmd_verify",
+    "trace": "leasefence.cmd_trace",
 }
 
 EXIT_OK = 0

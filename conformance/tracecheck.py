@@ -1,0 +1,215 @@
+"""Trace validation: replay an NDJSON trace of a real run through the model, step by step.
+
+A trace (written by ``leasefence.impl.trace``) starts with a ``Header`` line (TTL, ranks, the map
+from work ID to state task) followed by one line per master step, named by its TLA+ action:
+``DispatchWork``, ``DeliverResult``, ``ReclaimExpired``, ``RestartMaster``. Each step carries the
+master's clock reading ``now`` (Unix seconds) and what the implementation decided. Replay moves
+the model's wall clock to ``now`` (a step backwards is a wall-clock rollback), applies the same
+action with the same arguments, and compares every decision. The first step the model does not
+allow, or decides differently, is reported with the state before it.
+
+Times are compared in integer milliseconds, the model's ticks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from leasefence.model.check import flatten
+from leasefence.model.state import State, get
+from leasefence.model.system import (
+    DISPATCH_STEPS,
+    Bounds,
+    deliver_result,
+    dispatch_work,
+    initial_state,
+    reclaim_expired,
+    restart_master,
+)
+
+ACTIONS = ("DispatchWork", "DeliverResult", "ReclaimExpired", "RestartMaster")
+
+
+class TraceFormatError(ValueError):
+    """A trace line that is not valid JSON or lacks a field its event needs."""
+
+
+@dataclass
+class TraceReport:
+    """The outcome of one validation: steps replayed, per-action counts, the first divergence."""
+
+    steps: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    rollbacks: int = 0
+    divergence: str | None = None
+    line: int | None = None
+    torn_tail: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _need(event: dict[str, Any], key: str, lineno: int) -> Any:
+    if key not in event:
+        raise TraceFormatError(f"line {lineno}: {event.get('event')!r} event lacks field {key!r}")
+    return event[key]
+
+
+def parse(lines: Iterable[str]) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
+    """The events of a trace with their line numbers; a torn (unparsable) last line is dropped
+    and reported, a bad line followed by good ones raises ``TraceFormatError``."""
+    events: list[tuple[int, dict[str, Any]]] = []
+    bad: tuple[int, str] | None = None
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        if bad is not None:
+            raise TraceFormatError(
+                f"line {bad[0]}: not valid JSON ({bad[1]}), and more lines follow"
+            )
+        try:
+            event = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            bad = (lineno, str(exc))
+            continue
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            raise TraceFormatError(f"line {lineno}: expected an object with an 'event' name")
+        events.append((lineno, event))
+    return events, bad is not None
+
+
+def bounds_from_header(header: dict[str, Any]) -> Bounds:
+    """Replay bounds: the header's works, tasks, ranks and TTL (in ms), and no exploration limits."""
+    task_of = header.get("task_of")
+    ranks = header.get("ranks")
+    ttl = header.get("ttl")
+    if (
+        not isinstance(task_of, dict)
+        or not isinstance(ranks, list)
+        or not isinstance(ttl, int | float)
+    ):
+        raise TraceFormatError("the Header needs task_of (object), ranks (list) and ttl (number)")
+    big = 10**12
+    return Bounds(
+        task_of=tuple(sorted((str(w), str(t)) for w, t in task_of.items())),
+        ranks=tuple(int(r) for r in ranks),
+        ttl=_ms(float(ttl)),
+        max_wall=big,
+        max_reboots=big,
+        max_rollbacks=big,
+        max_restarts=big,
+        max_attempts=big,
+        max_leases=big,
+        max_dups=big,
+    )
+
+
+def validate(lines: Iterable[str]) -> TraceReport:
+    """Replay the trace through the model; the report names the first divergence, if any."""
+    events, torn = parse(lines)
+    report = TraceReport(torn_tail=torn)
+    if not events or events[0][1]["event"] != "Header":
+        raise TraceFormatError("a trace starts with a Header line")
+    b = bounds_from_header(events[0][1])
+    s: State = initial_state()
+    body = events[1:]
+    for index, (lineno, ev) in enumerate(body):
+        name = ev["event"]
+        if name == "Header":
+            continue  # a restarted master appends its own header; the bounds do not change
+        if name not in ACTIONS:
+            raise TraceFormatError(
+                f"line {lineno}: unknown event {name!r} (known: {', '.join(ACTIONS)})"
+            )
+        now = _ms(float(_need(ev, "now", lineno)))
+        if now < s.wall:
+            report.rollbacks += 1
+        s = s._replace(wall=now, mono=now)
+        problem, s = _apply(s, name, ev, lineno, b, body[index + 1 :])
+        if problem is not None:
+            report.divergence, report.line = problem, lineno
+            return report
+        report.steps += 1
+        report.counts[name] = report.counts.get(name, 0) + 1
+    return report
+
+
+def _apply(
+    s: State,
+    name: str,
+    ev: dict[str, Any],
+    lineno: int,
+    b: Bounds,
+    rest: list[tuple[int, dict[str, Any]]],
+) -> tuple[str | None, State]:
+    def state_text(st: State) -> str:
+        return "; ".join(f"{k}={v!r}" for k, v in flatten(st).items())
+
+    if name == "DispatchWork":
+        w, r = str(_need(ev, "w", lineno)), int(_need(ev, "r", lineno))
+        if w not in b.works:
+            return f"DispatchWork of {w!r}, which the Header does not list", s
+        if get(s.active, r) is not None:
+            return (
+                f"DispatchWork to rank {r}, which the model says is still busy with {get(s.active, r)}",
+                s,
+            )
+        refuse = ev.get("refused")
+        injected = refuse if refuse in DISPATCH_STEPS[:3] else None
+        out, t = dispatch_work(s, w, r, b, refuse=injected)
+        if out.ok != bool(_need(ev, "ok", lineno)) or (not out.ok and out.refused != refuse):
+            return (
+                f"DispatchWork({w!r}, {r}): implementation ok={ev['ok']} refused={refuse!r}, "
+                f"model ok={out.ok} refused={out.refused!r}; state before: {state_text(s)}"
+            ), s
+        return None, t
+    if name == "DeliverResult":
+        r, w = int(_need(ev, "r", lineno)), str(_need(ev, "w", lineno))
+        reported = ev.get("reported")
+        if (r, w) not in s.net:
+            return (
+                f"DeliverResult({r}, {w!r}): no such result in flight in the model (never dispatched)",
+                s,
+            )
+        again = any(
+            e.get("event") == "DeliverResult" and int(e.get("r", -1)) == r and e.get("w") == w
+            for _, e in rest
+        )
+        redispatched = any(
+            e.get("event") == "DispatchWork"
+            and int(e.get("r", -1)) == r
+            and e.get("w") == w
+            and e.get("ok")
+            for _, e in rest
+        )
+        keep = again and not redispatched
+        res, t = deliver_result(s, r, w, reported, bool(_need(ev, "ok", lineno)), b, keep=keep)
+        got = (
+            bool(ev.get("stale", False)),
+            ev.get("task"),
+            bool(ev.get("work_ok")),
+            bool(ev.get("state_ok")),
+        )
+        want = (res.stale, res.task, res.work_ok, res.state_ok)
+        if got != want:
+            return (
+                f"DeliverResult({r}, {w!r}, reported={reported!r}, ok={ev['ok']}): implementation "
+                f"(stale, task, work_ok, state_ok)={got}, model {want}; state before: {state_text(s)}"
+            ), s
+        return None, t
+    if name == "ReclaimExpired":
+        works, t = reclaim_expired(s, b)
+        got_list = sorted(str(x) for x in _need(ev, "reclaimed", lineno))
+        if got_list != sorted(works):
+            return f"ReclaimExpired: implementation reclaimed {got_list}, model {sorted(works)}", s
+        return None, t
+    # RestartMaster
+    return None, restart_master(s, b)

@@ -1,0 +1,55 @@
+"""``leasefence trace check``: validate a trace recorded from a real run against the model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from leasefence.conformance.tracecheck import TraceFormatError, validate
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "trace", help="validate traces of real runs against the model", description=__doc__
+    )
+    tsub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
+    c = tsub.add_parser(
+        "check",
+        help="replay an NDJSON trace through the model step by step",
+        description=(
+            "Replays a trace written by `leasefence run --trace PATH` through the reference model "
+            "and reports the first step the model does not allow or decides differently, with the "
+            "model state before it. Exit 0: the trace is a behaviour of the model; 1: divergence; "
+            "2: the file is unreadable or not a trace."
+        ),
+    )
+    c.add_argument("trace", type=Path, nargs="+", help="trace file(s) (NDJSON)")
+    c.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.trace:
+        try:
+            with path.open(encoding="utf-8") as fh:
+                report = validate(fh)
+        except OSError as exc:
+            print(f"{path}: cannot read: {exc.strerror}", file=sys.stderr)
+            return 2
+        except (TraceFormatError, UnicodeDecodeError) as exc:
+            print(f"{path}: not a valid trace: {exc}", file=sys.stderr)
+            return 2
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()))
+        tail = " (torn last line ignored)" if report.torn_tail else ""
+        if report.ok:
+            print(
+                f"{path}: OK, {report.steps} steps replayed ({counts}); {report.rollbacks} clock rollbacks{tail}"
+            )
+        else:
+            print(
+                f"{path}: DIVERGES at line {report.line} after {report.steps} steps: {report.divergence}"
+            )
+            status = 1
+    return status

@@ -1,0 +1,108 @@
+"""Trace validation replays a recorded run through the model and names the first divergence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from leasefence.cli import main
+from leasefence.conformance.tracecheck import TraceFormatError, validate
+
+W1, W2, W3 = "a" * 64, "b" * 64, "c" * 64
+HEADER = {
+    "event": "Header",
+    "version": 1,
+    "ttl": 5.0,
+    "ranks": [1, 2],
+    "task_of": {W1: "s1", W2: "s1", W3: "s2"},
+}
+
+
+def _lines(*events: dict[str, object]) -> list[str]:
+    return [json.dumps(e) for e in (HEADER, *events)]
+
+
+def _deliver(r: int, w: str, now: float, **kw: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "event": "DeliverResult",
+        "r": r,
+        "w": w,
+        "reported": "s1",
+        "ok": True,
+        "now": now,
+    }
+    base.update({"stale": False, "task": "s1", "work_ok": True, "state_ok": True})
+    base.update(kw)
+    return base
+
+
+GOOD = _lines(
+    {"event": "DispatchWork", "w": W1, "r": 1, "now": 100.0, "ok": True, "refused": None},
+    {"event": "DispatchWork", "w": W2, "r": 2, "now": 100.1, "ok": False, "refused": "lease_state"},
+    {"event": "DispatchWork", "w": W3, "r": 2, "now": 100.2, "ok": True, "refused": None},
+    _deliver(1, W1, 101.0),
+    # a duplicate of the same result: the work is completed, the journal refuses it
+    _deliver(1, W1, 101.5, work_ok=False, state_ok=False),
+    {"event": "ReclaimExpired", "now": 106.0, "reclaimed": [W3]},
+    # a late result from rank 2 after its lease was reclaimed: refused by the fence
+    _deliver(2, W3, 106.5, reported="s2", task="s2", work_ok=False, state_ok=False),
+    {"event": "RestartMaster", "now": 107.0},
+    {"event": "DispatchWork", "w": W2, "r": 1, "now": 107.5, "ok": True, "refused": None},
+)
+
+
+def test_a_trace_that_the_model_allows_validates_step_by_step() -> None:
+    report = validate(GOOD)
+    assert report.ok, report.divergence
+    assert report.steps == len(GOOD) - 1
+    assert report.counts == {
+        "DispatchWork": 4,
+        "DeliverResult": 3,
+        "ReclaimExpired": 1,
+        "RestartMaster": 1,
+    }
+
+
+def test_a_completion_the_model_refuses_is_reported_with_its_line() -> None:
+    bad = list(GOOD)
+    bad[5] = json.dumps(_deliver(1, W1, 101.5))  # the duplicate "completes" a second time
+    report = validate(bad)
+    assert not report.ok
+    assert report.line == 6
+    assert "DeliverResult" in (report.divergence or "")
+
+
+def test_a_dispatch_to_a_busy_rank_is_a_divergence() -> None:
+    bad = _lines(
+        {"event": "DispatchWork", "w": W1, "r": 1, "now": 1.0, "ok": True, "refused": None},
+        {"event": "DispatchWork", "w": W3, "r": 1, "now": 2.0, "ok": True, "refused": None},
+    )
+    report = validate(bad)
+    assert not report.ok
+    assert "busy" in (report.divergence or "")
+
+
+def test_a_torn_last_line_is_ignored_and_reported() -> None:
+    report = validate([*GOOD, '{"event": "DispatchW'])
+    assert report.ok
+    assert report.torn_tail
+
+
+def test_a_bad_line_in_the_middle_is_an_error() -> None:
+    with pytest.raises(TraceFormatError, match="line 2"):
+        validate([GOOD[0], "{not json", *GOOD[1:]])
+
+
+def test_trace_check_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = tmp_path / "good.ndjson", tmp_path / "bad.ndjson"
+    good.write_text("\n".join(GOOD) + "\n")
+    lines = list(GOOD)
+    lines[5] = json.dumps(_deliver(1, W1, 101.5))
+    bad.write_text("\n".join(lines) + "\n")
+    assert main(["trace", "check", str(good)]) == 0
+    assert "OK, 9 steps" in capsys.readouterr().out
+    assert main(["trace", "check", str(bad)]) == 1
+    assert "DIVERGES at line 6" in capsys.readouterr().out
+    assert main(["trace", "check", str(tmp_path / "missing.ndjson")]) == 2

@@ -12,7 +12,8 @@
     │   └── RecordTooLarge (ValueError)   a record over the line-size limit
     ├── CoordinatorError
     │   ├── UnknownTask (KeyError)        a state task the coordinator has never seen
-    │   └── SnapshotError (ValueError)    a snapshot that does not parse or has the wrong schema
+    │   ├── SnapshotError (ValueError)    a snapshot that does not parse or has the wrong schema
+    │   └── InvalidArgument (ValueError)  a task field, task ID, rank, reward or cost it cannot record
     └── ProtocolError (ValueError)        a malformed or unknown MPI message
 
 Messages name what was wrong, with the path, line or ID involved.
@@ -63,6 +64,14 @@ class UnknownTask(CoordinatorError, KeyError):
 
 class SnapshotError(CoordinatorError, ValueError):
     """A coordinator snapshot that does not parse, or has an unknown schema version."""
+
+
+class InvalidArgument(CoordinatorError, ValueError):
+    """A value the coordinator cannot record faithfully, refused before any effect.
+
+    A state-task field that is not plain JSON (``state_task_id``), a task ID that is not a
+    non-empty string, a worker rank that is not an int, a reward or cost that is not finite.
+    """
 
 
 class ProtocolError(LeaseError, ValueError):

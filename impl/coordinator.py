@@ -1,0 +1,629 @@
+"""The state-shard coordinator: one owner per state task, fenced completion, snapshots across epochs.
+
+Every method that changes state starts its docstring with the TLA+ action it implements; the
+pure twin of each is the function of the same action in ``leasefence.model.coordinator``.
+
+Ownership
+    A lease record holds the owner (MPI rank), the Unix time it was taken (``updated``) and the
+    coordinator epoch it was taken in. It is *active* only while its epoch is the coordinator's
+    current epoch; a lease of an older epoch is *stale* and grants no ownership (L6). ``lease``
+    refuses while the task has an active lease (L1) and a refusal changes nothing (L3); a stale
+    lease is replaced. ``complete``, ``abandon`` and ``discard`` act only for the owner of the
+    active lease (L2); every refusal returns ``False`` and changes nothing, in memory or on disk.
+
+Statistics (per task, and summed by ``totals()``)
+    * ``completions``: +1 on each accepted ``complete``.
+    * ``failures``: +1 on each accepted ``abandon``.
+    * ``reward``: + ``reward`` on each accepted ``complete``.
+    * ``cost``: + ``cost`` on each accepted ``complete`` and each accepted ``abandon``.
+    Nothing else moves them: not ``lease``, not ``discard`` (the work was withdrawn, not tried),
+    not ``recover_expired``, not a refused call, not a restart. They survive restarts (L6) and
+    accumulate over all the leases a task ever had. A task is *known* from its first granted
+    lease on (in this coordinator or in a snapshot it loaded): from then on ``stats(task)``
+    answers, with zeros until something is booked; for any other task it raises
+    ``UnknownTask``. (The model keeps an entry only once a completion or failure is booked, so
+    its statistics map is ours restricted to tasks with ``completions + failures > 0``.)
+
+Snapshot (schema 1), written by ``save()`` as one JSON object::
+
+    {"schema": 1, "clock": "unix", "epoch": 3,
+     "leases": {"<task>": {"owner": 2, "updated": 1764490000.25, "epoch": 3}},
+     "stats":  {"<task>": {"completions": 1, "failures": 0, "reward": 1.5, "cost": 2.0}}}
+
+    ``save()`` writes a temporary file in the same directory (mode 0600), fsyncs it,
+    ``os.replace``-s it over the snapshot and fsyncs the directory: a crash leaves either the
+    whole old snapshot or the whole new one (a left-over ``.<name>.*.tmp`` file is ignored).
+    Loading a snapshot starts epoch ``saved epoch + 1``, keeps every statistic, and keeps every
+    lease with its owner and old epoch but its time zeroed (``updated = 0.0``): no old lease
+    grants ownership and the first ``recover_expired()`` voids them all (L6). This is exactly
+    the model's ``restart_coordinator``.
+
+Legacy snapshot (written before F314): a JSON object with no ``"schema"`` key and only these
+keys, all optional: ``"clock"`` (any string but ``"unix"``), ``"epoch"`` (int >= 0, default 0),
+``"leases"`` (task -> ``{"worker" or "owner": int, "updated": number, "clock": str,
+"epoch": int}``, only the rank required), ``"stats"`` (task -> any of the four statistics,
+missing ones 0). Its times are monotonic values from another boot: they are dropped (every
+lease loads with ``updated = 0.0`` and the legacy epoch, so it is stale), never compared with
+the Unix clock and never added to a statistic. The first ``save()`` after loading one first
+copies the original bytes aside to ``<name>.legacy`` (or ``<name>.legacy.N``).
+
+A file that is not one of these two formats raises ``SnapshotError`` naming the path and what is
+wrong, and is left exactly as it was (no coordinator object exists to overwrite it).
+
+Autosave (default on): with a snapshot path, the constructor saves once (so the new epoch is
+durable) and every *successful* mutation saves before it returns; refusals never write. With
+``autosave=False`` only explicit ``save()`` calls write. If a save fails (an ``OSError``: a
+failed write, fsync or replace), ``CoordinatorError`` is raised and this object refuses every
+further mutation and save, as the journal does: an fsync error is fatal, not retried.
+
+Not thread-safe and not locked against a second process using the same snapshot path: the
+master owns one coordinator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+from leasefence.impl.errors import CoordinatorError, InvalidArgument, SnapshotError, UnknownTask
+from leasefence.impl.rules import UNIX, check_ttl, reclaimable
+
+#: The snapshot schema this module writes and reads.
+SCHEMA: Final = 1
+
+#: The six fields that identify a state task, in signature order.
+TASK_FIELDS: Final = ("input", "focus", "target", "action", "schedule", "continuation")
+
+
+def state_task_id(
+    input: object,
+    focus: object,
+    target: object,
+    action: object,
+    schedule: object,
+    continuation: object,
+) -> str:
+    """The state task of an exact-work payload: SHA-256 hex of its six fields as canonical JSON.
+
+    Canonical JSON: an object of the six field names, keys sorted, no spaces, ASCII escapes.
+    Equal JSON means equal ID (a tuple and a list with the same items are the same; ``1`` and
+    ``1.0`` are not). Each field must be plain JSON: None, bool, int, finite float, str, and
+    lists, tuples and str-keyed dicts of those; anything else raises ``InvalidArgument``.
+    """
+    fields = dict(
+        zip(TASK_FIELDS, (input, focus, target, action, schedule, continuation), strict=True)
+    )
+    for name, value in fields.items():
+        _check_plain_json(value, name, set())
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _check_plain_json(value: object, where: str, open_containers: set[int]) -> None:
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgument(f"state task field {where} is not finite: {value!r}")
+        return
+    if isinstance(value, list | tuple | dict):
+        if id(value) in open_containers:
+            raise InvalidArgument(f"state task field {where} contains itself")
+        open_containers.add(id(value))
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidArgument(
+                        f"state task field {where} has a key that is not a str: {key!r}"
+                    )
+                _check_plain_json(item, f"{where}[{key!r}]", open_containers)
+        else:
+            for i, item in enumerate(value):
+                _check_plain_json(item, f"{where}[{i}]", open_containers)
+        open_containers.discard(id(value))
+        return
+    raise InvalidArgument(
+        f"state task field {where} is not plain JSON: a {type(value).__name__}, {value!r:.80}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StateLease:
+    """A state-task lease: owner rank, Unix time it was taken, coordinator epoch it was taken in.
+
+    Active only while ``epoch`` is the coordinator's current epoch; older ones are stale (L6).
+    """
+
+    owner: int
+    updated: float
+    epoch: int
+
+    @property
+    def worker(self) -> int:
+        """The owner rank, under the name the MPI code uses."""
+        return self.owner
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Cumulative statistics of one state task (or of all: ``totals()``); see the module doc."""
+
+    completions: int = 0
+    failures: int = 0
+    reward: float = 0.0
+    cost: float = 0.0
+
+    def plus(self, other: Stats) -> Stats:
+        """The field-by-field sum of two statistics."""
+        return Stats(
+            completions=self.completions + other.completions,
+            failures=self.failures + other.failures,
+            reward=self.reward + other.reward,
+            cost=self.cost + other.cost,
+        )
+
+
+def _check_task(task_id: object) -> str:
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidArgument(f"a state task ID must be a non-empty str, got {task_id!r}")
+    return task_id
+
+
+def _check_worker(worker: object) -> int:
+    if isinstance(worker, bool) or not isinstance(worker, int):
+        raise InvalidArgument(f"a worker rank must be an int, got {worker!r}")
+    return worker
+
+
+def _check_amount(name: str, value: object) -> float:
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        try:
+            amount = float(value)
+        except OverflowError:
+            amount = math.inf
+        if math.isfinite(amount):
+            return amount
+    raise InvalidArgument(f"{name} must be a finite number, got {value!r:.80}")
+
+
+class StateShardCoordinator:
+    """Leases on abstract state tasks, fenced by owner rank and coordinator epoch."""
+
+    def __init__(
+        self,
+        snapshot_path: str | os.PathLike[str] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        autosave: bool = True,
+    ) -> None:
+        """A fresh coordinator (epoch 1), or the next epoch of the snapshot at ``snapshot_path``.
+
+        RestartCoordinator when the snapshot exists. Raises ``SnapshotError`` (and touches
+        nothing) when it exists but is not a valid snapshot; see the module doc for the format.
+        """
+        self._path = None if snapshot_path is None else Path(snapshot_path)
+        self._clock = clock
+        self._autosave = autosave
+        self._failure: str | None = None
+        self._legacy_original: bytes | None = None
+        self._epoch = 1
+        self._leases: dict[str, StateLease] = {}
+        self._stats: dict[str, Stats] = {}
+        if self._path is not None:
+            try:
+                raw = self._path.read_bytes()
+            except FileNotFoundError:
+                raw = None
+            if raw is not None:
+                loaded = _decode(self._path, raw)
+                self._epoch = loaded.epoch + 1
+                self._leases = {
+                    t: StateLease(owner=x.owner, updated=0.0, epoch=x.epoch)
+                    for t, x in loaded.leases.items()
+                }
+                self._stats = dict(loaded.stats)
+                for t in self._leases:
+                    self._stats.setdefault(t, Stats())
+                if loaded.legacy:
+                    self._legacy_original = raw
+            self._persist()
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """The current coordinator epoch: 1 when fresh, the snapshot's epoch + 1 when loaded."""
+        return self._epoch
+
+    @property
+    def snapshot_path(self) -> Path | None:
+        """Where ``save()`` writes, or None."""
+        return self._path
+
+    @property
+    def leases(self) -> Mapping[str, StateLease]:
+        """Every lease record, active or stale, by task (a live read-only view)."""
+        return MappingProxyType(self._leases)
+
+    @property
+    def statistics(self) -> Mapping[str, Stats]:
+        """The statistics of every known task (a live read-only view); see the module doc."""
+        return MappingProxyType(self._stats)
+
+    def active_owner(self, task_id: str) -> int | None:
+        """The owner of the active lease of ``task_id``, or None (no lease, or a stale one)."""
+        lease = self._active(task_id)
+        return None if lease is None else lease.owner
+
+    def stats(self, task_id: str) -> Stats:
+        """The statistics of ``task_id``; ``UnknownTask`` if it was never leased (module doc)."""
+        try:
+            return self._stats[task_id]
+        except KeyError:
+            raise UnknownTask(
+                f"state task {task_id!r} was never leased by this coordinator "
+                "or by one whose snapshot it loaded"
+            ) from None
+
+    def totals(self) -> Stats:
+        """The statistics summed over every known task."""
+        total = Stats()
+        for s in self._stats.values():
+            total = total.plus(s)
+        return total
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def lease(self, task_id: str, worker: int) -> bool:
+        """LeaseState(s, r). Succeeds when ``task_id`` has no active lease (L1).
+
+        Records ``worker`` as owner with the clock's Unix time and the current epoch, replacing
+        a stale lease. A refusal returns False and changes nothing, not even the file (L3).
+        """
+        _check_task(task_id)
+        _check_worker(worker)
+        self._check_usable()
+        if self._active(task_id) is not None:
+            return False
+        now = self._now()
+        self._leases[task_id] = StateLease(owner=worker, updated=now, epoch=self._epoch)
+        self._stats.setdefault(task_id, Stats())
+        self._persist()
+        return True
+
+    def complete(
+        self, task_id: str, worker: int, *, reward: float = 0.0, cost: float = 0.0
+    ) -> bool:
+        """CompleteState(s, r). Succeeds when ``worker`` owns the active lease of ``task_id`` (L2).
+
+        Frees the task and books one completion, ``reward`` and ``cost``.
+        """
+        delta = Stats(
+            completions=1, reward=_check_amount("reward", reward), cost=_check_amount("cost", cost)
+        )
+        return self._release(task_id, worker, delta)
+
+    def abandon(self, task_id: str, worker: int, *, cost: float = 0.0) -> bool:
+        """AbandonState(s, r). Succeeds when ``worker`` owns the active lease of ``task_id`` (L2).
+
+        Frees the task and books one failure and ``cost``.
+        """
+        return self._release(task_id, worker, Stats(failures=1, cost=_check_amount("cost", cost)))
+
+    def discard(self, task_id: str, worker: int) -> bool:
+        """DiscardState(s, r). Succeeds when ``worker`` owns the active lease of ``task_id`` (L2).
+
+        Frees the task and books nothing (the work was withdrawn, not tried).
+        """
+        return self._release(task_id, worker, None)
+
+    def recover_expired(self, lease_ttl: float) -> list[str]:
+        """RecoverStates. Voids every stale lease and every expired active one; sorted task IDs.
+
+        An active lease expires by ``impl.rules.reclaimable`` on the Unix clock: always when
+        ``lease_ttl == 0``, when ``now - updated >= lease_ttl``, or when it is dated more than
+        ``lease_ttl`` in the future. Statistics are untouched. ``InvalidTtl`` for a negative,
+        NaN or infinite TTL.
+        """
+        ttl = check_ttl(lease_ttl)
+        self._check_usable()
+        now = self._now()
+        gone = sorted(
+            t
+            for t, x in self._leases.items()
+            if x.epoch != self._epoch or reclaimable(x.updated, UNIX, now, ttl)
+        )
+        for t in gone:
+            del self._leases[t]
+        if gone:
+            self._persist()
+        return gone
+
+    def save(self) -> None:
+        """Write the snapshot atomically (module doc). ``CoordinatorError`` without a path."""
+        self._check_usable()
+        if self._path is None:
+            raise CoordinatorError("save(): this coordinator has no snapshot path")
+        data = self._encode()
+        try:
+            if self._legacy_original is not None:
+                _keep_legacy_copy(self._path, self._legacy_original)
+                self._legacy_original = None
+            _atomic_write(self._path, data)
+        except OSError as e:
+            self._failure = f"saving the snapshot {self._path} failed: {e}"
+            raise CoordinatorError(
+                f"{self._failure}; this coordinator refuses every further change"
+            ) from e
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _active(self, task_id: str) -> StateLease | None:
+        lease = self._leases.get(task_id)
+        return lease if lease is not None and lease.epoch == self._epoch else None
+
+    def _release(self, task_id: str, worker: int, delta: Stats | None) -> bool:
+        _check_task(task_id)
+        _check_worker(worker)
+        self._check_usable()
+        lease = self._active(task_id)
+        if lease is None or lease.owner != worker:
+            return False
+        del self._leases[task_id]
+        if delta is not None:
+            self._stats[task_id] = self._stats.get(task_id, Stats()).plus(delta)
+        self._persist()
+        return True
+
+    def _now(self) -> float:
+        now = float(self._clock())
+        if not math.isfinite(now):
+            raise CoordinatorError(f"the coordinator's clock returned {now!r}")
+        return now
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise CoordinatorError(f"refused: {self._failure}")
+
+    def _persist(self) -> None:
+        if self._autosave and self._path is not None:
+            self.save()
+
+    def _encode(self) -> bytes:
+        doc = {
+            "schema": SCHEMA,
+            "clock": UNIX,
+            "epoch": self._epoch,
+            "leases": {
+                t: {"owner": x.owner, "updated": x.updated, "epoch": x.epoch}
+                for t, x in self._leases.items()
+            },
+            "stats": {
+                t: {
+                    "completions": s.completions,
+                    "failures": s.failures,
+                    "reward": s.reward,
+                    "cost": s.cost,
+                }
+                for t, s in self._stats.items()
+            },
+        }
+        text = json.dumps(doc, sort_keys=True, indent=1, allow_nan=False)
+        return (text + "\n").encode("utf-8")
+
+
+# -- snapshot files ----------------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``: temp file in the same directory, fsync, replace, fsync dir."""
+    directory = path.parent
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _keep_legacy_copy(path: Path, original: bytes) -> None:
+    """Copy a legacy snapshot's bytes to ``<name>.legacy`` (``.legacy.N`` if taken) once."""
+    candidate = path.with_name(path.name + ".legacy")
+    n = 0
+    while candidate.exists():
+        if candidate.read_bytes() == original:
+            return
+        n += 1
+        candidate = path.with_name(f"{path.name}.legacy.{n}")
+    _atomic_write(candidate, original)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    epoch: int
+    leases: dict[str, StateLease]
+    stats: dict[str, Stats]
+    legacy: bool
+
+
+class _Bad(Exception):
+    """What is wrong with a snapshot; ``_decode`` adds the path."""
+
+
+_CURRENT_KEYS: Final = frozenset({"schema", "clock", "epoch", "leases", "stats"})
+_LEGACY_KEYS: Final = frozenset({"clock", "epoch", "leases", "stats"})
+_LEASE_KEYS: Final = frozenset({"owner", "updated", "epoch"})
+_LEGACY_LEASE_KEYS: Final = frozenset({"worker", "owner", "updated", "clock", "epoch"})
+_STATS_KEYS: Final = frozenset({"completions", "failures", "reward", "cost"})
+
+
+def _decode(path: Path, raw: bytes) -> _Loaded:
+    try:
+        return _parse(raw)
+    except _Bad as e:
+        raise SnapshotError(f"coordinator snapshot {path}: {e}") from None
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Bad(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> object:
+    raise _Bad(f"{name} is not a JSON number")
+
+
+def _parse(raw: bytes) -> _Loaded:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _Bad(f"not UTF-8 (byte {e.start})") from None
+    if not text.strip():
+        raise _Bad("the file is empty")
+    try:
+        top = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise _Bad(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(top, dict):
+        raise _Bad(f"the top level is a {type(top).__name__}, not an object")
+    if "schema" in top:
+        return _parse_current(top)
+    return _parse_legacy(top)
+
+
+def _keys(obj: dict[str, object], where: str, allowed: frozenset[str], required: set[str]) -> None:
+    missing = sorted(required - obj.keys())
+    if missing:
+        raise _Bad(f"{where} has no {missing[0]!r}")
+    unknown = sorted(obj.keys() - allowed)
+    if unknown:
+        raise _Bad(f"{where} has an unknown key {unknown[0]!r}")
+
+
+def _int(value: object, where: str, minimum: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Bad(f"{where} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise _Bad(f"{where} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _number(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(f"{where} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise _Bad(f"{where} must be finite, got {value!r}")
+    return number
+
+
+def _object(value: object, where: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise _Bad(f"{where} must be an object, got {value!r:.60}")
+    return value
+
+
+def _task(key: str, where: str) -> str:
+    if not key:
+        raise _Bad(f"{where} has an empty task ID")
+    return key
+
+
+def _parse_current(top: dict[str, object]) -> _Loaded:
+    schema = top["schema"]
+    if isinstance(schema, bool) or schema != SCHEMA:
+        raise _Bad(f"unsupported schema version {schema!r} (this leasefence reads {SCHEMA})")
+    _keys(top, "the snapshot", _CURRENT_KEYS, set(_CURRENT_KEYS))
+    if top["clock"] != UNIX:
+        raise _Bad(f"clock is {top['clock']!r}, expected {UNIX!r}")
+    epoch = _int(top["epoch"], "epoch", 1)
+    leases: dict[str, StateLease] = {}
+    for t, value in _object(top["leases"], "leases").items():
+        where = f"lease of {_task(t, 'leases')!r}"
+        rec = _object(value, where)
+        _keys(rec, where, _LEASE_KEYS, set(_LEASE_KEYS))
+        lease_epoch = _int(rec["epoch"], f"{where}: epoch", 0)
+        if lease_epoch > epoch:
+            raise _Bad(f"{where}: epoch {lease_epoch} is after the snapshot's epoch {epoch}")
+        leases[t] = StateLease(
+            owner=_int(rec["owner"], f"{where}: owner", None),
+            updated=_number(rec["updated"], f"{where}: updated"),
+            epoch=lease_epoch,
+        )
+    stats = _parse_stats(top["stats"], required=True)
+    return _Loaded(epoch=epoch, leases=leases, stats=stats, legacy=False)
+
+
+def _parse_legacy(top: dict[str, object]) -> _Loaded:
+    _keys(top, "the legacy snapshot (no 'schema')", _LEGACY_KEYS, set())
+    clock = top.get("clock")
+    if clock == UNIX:
+        raise _Bad(f"clock is {UNIX!r} but there is no 'schema' version")
+    if clock is not None and not isinstance(clock, str):
+        raise _Bad(f"clock must be a string, got {clock!r}")
+    epoch = _int(top.get("epoch", 0), "epoch", 0)
+    leases: dict[str, StateLease] = {}
+    for t, value in _object(top.get("leases", {}), "leases").items():
+        where = f"legacy lease of {_task(t, 'leases')!r}"
+        rec = _object(value, where)
+        _keys(rec, where, _LEGACY_LEASE_KEYS, set())
+        ranks = [k for k in ("worker", "owner") if k in rec]
+        if len(ranks) != 1:
+            raise _Bad(f"{where} must have exactly one of 'worker' and 'owner'")
+        owner = _int(rec[ranks[0]], f"{where}: {ranks[0]}", None)
+        if "updated" in rec:
+            _number(rec["updated"], f"{where}: updated")  # checked, then dropped: monotonic
+        if "clock" in rec and not isinstance(rec["clock"], str):
+            raise _Bad(f"{where}: clock must be a string, got {rec['clock']!r}")
+        lease_epoch = _int(rec.get("epoch", epoch), f"{where}: epoch", 0)
+        if lease_epoch > epoch:
+            raise _Bad(f"{where}: epoch {lease_epoch} is after the snapshot's epoch {epoch}")
+        leases[t] = StateLease(owner=owner, updated=0.0, epoch=lease_epoch)
+    stats = _parse_stats(top.get("stats", {}), required=False)
+    return _Loaded(epoch=epoch, leases=leases, stats=stats, legacy=True)
+
+
+def _parse_stats(value: object, *, required: bool) -> dict[str, Stats]:
+    stats: dict[str, Stats] = {}
+    for t, entry in _object(value, "stats").items():
+        where = f"stats of {_task(t, 'stats')!r}"
+        rec = _object(entry, where)
+        _keys(rec, where, _STATS_KEYS, set(_STATS_KEYS) if required else set())
+        stats[t] = Stats(
+            completions=_int(rec.get("completions", 0), f"{where}: completions", 0),
+            failures=_int(rec.get("failures", 0), f"{where}: failures", 0),
+            reward=_number(rec.get("reward", 0), f"{where}: reward"),
+            cost=_number(rec.get("cost", 0), f"{where}: cost"),
+        )
+    return stats

@@ -1,0 +1,864 @@
+"""The work lease journal (F314's ``WorkLeaseJournal``): one owner per work ID, in a crash-safe JSONL file.
+
+Actions (the mapping table lives in the model, ``leasefence.model.journal``):
+
+==================  =========================  ======================
+TLA+ action         model function             this module
+==================  =========================  ======================
+``LeaseWork``       ``lease_work``             ``WorkLeaseJournal.lease``
+``CompleteWork``    ``complete_work``          ``WorkLeaseJournal.complete``
+``AbandonWork``     ``abandon_work``           ``WorkLeaseJournal.abandon``
+``RecoverWork``     ``recover_work``           ``WorkLeaseJournal.recover``
+``CompactJournal``  ``compact_journal``        ``WorkLeaseJournal.compact``
+``LegacyRecord``    ``legacy_record``          a line in F314's original format, read on open
+==================  =========================  ======================
+
+The record format is documented field by field, with one example line of each kind, in
+``docs/journal-format.md``. In short, one JSON object per line::
+
+    {"event":"lease","work_id":"<64 hex>","worker":3,"updated":1767225600.25,"clock":"unix","attempt":1,"crc":"89abcdef"}
+
+``crc`` is the CRC32 (8 lowercase hex digits) of the record's canonical JSON without ``crc``
+(keys sorted, no spaces, ASCII). A line without ``crc`` is a record in F314's original format
+(a *legacy-format* record); a lease without ``"clock": "unix"`` is a *legacy lease* (a monotonic
+value from another boot) and the first ``recover`` reclaims it whatever its value.
+
+Reading: a bad line (not JSON, wrong checksum, wrong schema) with no good record after it is a
+*torn tail*: ignored on open and, before the next append, cut off and appended to
+``<journal>.broken``. A final line that is a whole good record but lacks its newline is kept
+(the newline is written before the next record). A bad line followed by a good record is
+corruption: ``JournalCorrupt`` names the file and line, and the file is left as it was
+(``leasefence journal repair`` quarantines bad lines).
+
+Writing: every acknowledged record is written whole and fsynced (``sync="always"``), or, with
+``sync="group"``, acknowledged by ``commit()`` after one write and one fsync for the batch. A
+failed write or fsync makes the object unusable (``JournalUnusable`` on every later call).
+One writer: an exclusive ``flock`` on ``<journal>.lock`` (a side file, because compaction
+replaces the journal's inode); a read-only open takes no lock and refuses writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import re
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Any, Literal, NoReturn
+
+from leasefence.impl.errors import (
+    InvalidWorkId,
+    JournalCorrupt,
+    JournalError,
+    JournalLocked,
+    JournalUnusable,
+    RecordTooLarge,
+)
+from leasefence.impl.rules import UNIX, check_ttl, reclaimable
+
+#: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
+#: only an absurd worker number could exceed this.
+MAX_RECORD_BYTES = 4096
+
+#: Record kinds (the ``event`` field), in F314's words.
+LEASE = "lease"
+DONE = "done"
+RECLAIM = "reclaim"
+EVENTS = (LEASE, DONE, RECLAIM)
+
+_WORK_ID = re.compile(r"[0-9a-fA-F]{64}")
+_CRC = re.compile(r"[0-9a-f]{8}")
+
+Sync = Literal["always", "group"]
+
+
+def validate_work_id(work_id: object) -> str:
+    """``work_id`` itself if it is 64 hexadecimal characters, else ``InvalidWorkId`` naming it.
+
+    The ID is kept as given (no case folding), exactly as the model keys it.
+    """
+    if isinstance(work_id, str) and _WORK_ID.fullmatch(work_id):
+        return work_id
+    shown = repr(work_id)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    size = f" ({len(work_id)} characters)" if isinstance(work_id, str) else ""
+    raise InvalidWorkId(f"work ID must be 64 hexadecimal characters, got {shown}{size}")
+
+
+def _check_worker(worker: object, name: str = "worker") -> int:
+    if isinstance(worker, bool) or not isinstance(worker, int):
+        raise TypeError(f"{name} must be an int (an MPI rank), got {worker!r}")
+    return worker
+
+
+def _canonical(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
+
+
+def record_crc(body: Mapping[str, Any]) -> str:
+    """CRC32 of a record's canonical JSON (without ``crc``), as 8 lowercase hex digits."""
+    return f"{zlib.crc32(_canonical(body)) & 0xFFFFFFFF:08x}"
+
+
+def encode_record(body: Mapping[str, Any]) -> bytes:
+    """One checksummed journal line (with its newline) for the record ``body``."""
+    line = json.dumps(
+        {**body, "crc": record_crc(body)}, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return line.encode("ascii") + b"\n"
+
+
+def legacy_lease_line(work_id: str, worker: int, updated: float) -> bytes:
+    """A lease line in F314's original format (no ``clock``, no ``attempt``, no ``crc``).
+
+    For tests and conformance: this is what a journal written before F314 holds.
+    """
+    doc = {"event": LEASE, "work_id": work_id, "worker": worker, "updated": updated}
+    return json.dumps(doc).encode("ascii") + b"\n"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """An active lease: its owner rank, its timestamp and that timestamp's clock domain.
+
+    ``clock`` is ``"unix"`` for F314 records and ``None`` for a legacy lease (an untagged
+    monotonic value from another boot, which the first ``recover`` reclaims).
+    """
+
+    worker: int
+    updated: float
+    clock: str | None
+
+
+@dataclass(frozen=True)
+class Record:
+    """One good line of the journal file, as read."""
+
+    line: int  # 1-based line number
+    event: str
+    work_id: str
+    worker: int | None
+    updated: float | None
+    clock: str | None
+    attempt: int | None
+    checksummed: bool
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line that is not a good record: why, and its bytes (newline included if present)."""
+
+    line: int
+    offset: int
+    reason: str
+    data: bytes
+
+
+@dataclass
+class Scan:
+    """What a journal file holds: good records, bad lines, and where the good part ends.
+
+    ``good_end`` is the byte offset where the first bad line starts (the file length when there
+    is none). ``corrupt`` is true when a bad line is followed by a good record.
+    """
+
+    records: list[Record] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+    good_end: int = 0
+    size: int = 0
+    unterminated: bool = False  # the last good record has no newline
+    corrupt: bool = False
+
+    @property
+    def torn_bytes(self) -> int:
+        """Bytes past the last good record (a torn tail), 0 when there are none."""
+        return 0 if self.corrupt else self.size - self.good_end
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def parse_line(raw: bytes, line: int) -> Record | str:
+    """The record on one line (without its newline), or the reason it is bad."""
+    try:
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError):
+        return "not a JSON line"
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    checksummed = "crc" in doc
+    if checksummed:
+        crc = doc.pop("crc")
+        if not isinstance(crc, str) or not _CRC.fullmatch(crc):
+            return "crc is not 8 lowercase hexadecimal digits"
+        try:
+            expected = record_crc(doc)
+        except ValueError:
+            return "record cannot be put in canonical form"
+        if crc != expected:
+            return f"checksum mismatch (crc {crc}, computed {expected})"
+    event = doc.get("event")
+    if event not in EVENTS:
+        return f"unknown event {event!r}"
+    work_id = doc.get("work_id")
+    if not isinstance(work_id, str) or not _WORK_ID.fullmatch(work_id):
+        return "work_id is not 64 hexadecimal characters"
+    worker = doc.get("worker")
+    if worker is not None and (isinstance(worker, bool) or not isinstance(worker, int)):
+        return "worker is not an integer"
+    updated = doc.get("updated")
+    if updated is not None and _number(updated) is None:
+        return "updated is not a finite number"
+    clock = doc.get("clock")
+    if clock is not None and not isinstance(clock, str):
+        return "clock is not a string"
+    attempt = doc.get("attempt")
+    if attempt is not None and (
+        isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
+    ):
+        return "attempt is not an integer >= 0"
+    if event == LEASE and (worker is None or updated is None):
+        return "lease record without worker or updated"
+    return Record(line, event, work_id, worker, updated, clock, attempt, checksummed)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def scan_bytes(data: bytes) -> Scan:
+    """Split a journal's bytes into good records and bad lines (see the module docstring)."""
+    scan = Scan(size=len(data))
+    offset = 0
+    number = 0
+    while offset < len(data):
+        number += 1
+        end = data.find(b"\n", offset)
+        terminated = end >= 0
+        stop = end + 1 if terminated else len(data)
+        raw = data[offset:end] if terminated else data[offset:]
+        parsed = parse_line(raw, number)
+        if isinstance(parsed, Record):
+            if scan.bad:
+                scan.corrupt = True
+            scan.records.append(parsed)
+            scan.unterminated = not terminated
+        else:
+            scan.bad.append(BadLine(number, offset, parsed, data[offset:stop]))
+        offset = stop
+    scan.good_end = scan.bad[0].offset if scan.bad else len(data)
+    if scan.bad and not scan.corrupt:
+        scan.unterminated = False  # the cut starts at a line boundary
+    return scan
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _append_durably(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (created 0600) and fsync it (and its directory if new)."""
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(path.parent)
+
+
+def _replace_durably(path: Path, data: bytes) -> None:
+    """Make ``data`` the content of ``path``: temp file in the same directory, fsync, replace."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def lock_path(path: Path) -> Path:
+    """The side file whose ``flock`` marks the one writer of the journal at ``path``."""
+    return path.with_name(path.name + ".lock")
+
+
+def _take_lock(path: Path) -> int:
+    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise JournalLocked(
+                f"journal {path} is locked by another writer (lock file {lock_path(path)})"
+            ) from None
+        raise
+    return fd
+
+
+class WorkLeaseJournal:
+    """F314's work lease journal: admission, owner fencing, Unix clock domain, crash safety.
+
+    ``WorkLeaseJournal(path, *, clock=time.time, sync="always", readonly=False, create=True)``
+    opens (or creates, 0600) the JSONL journal, takes the writer lock and replays it. ``clock``
+    is any zero-argument callable returning Unix seconds. Not thread-safe: one thread, one
+    writer. A forked child shares the lock; do not write from both.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        sync: Sync = "always",
+        readonly: bool = False,
+        create: bool = True,
+    ) -> None:
+        if sync not in ("always", "group"):
+            raise ValueError(f"sync must be 'always' or 'group', got {sync!r}")
+        self.path = Path(path)
+        self.readonly = readonly
+        self.sync: Sync = sync
+        self._clock = clock
+        self._leases: dict[str, LeaseRecord] = {}
+        self._completed: set[str] = set()
+        self._attempts: dict[str, int] = {}
+        self._records = 0
+        self._legacy_records = 0
+        self._pending: list[bytes] = []
+        self._pending_apply: list[Callable[[], None]] = []
+        self._failure: str | None = None
+        self._lock_fd: int | None = None
+        self._fd: int | None = None
+        self._scan = Scan()
+        if not create and not readonly and not self.path.exists():
+            raise FileNotFoundError(errno.ENOENT, "no such journal", str(self.path))
+        if readonly:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        else:
+            self._lock_fd = _take_lock(self.path)
+        try:
+            if not readonly:
+                self._fd = self._open_for_append(create)
+            assert self._fd is not None
+            scan = scan_bytes(_read_all(self._fd))
+            if scan.corrupt:
+                first = scan.bad[0]
+                raise JournalCorrupt(
+                    f"journal {self.path} is corrupt: line {first.line} ({first.reason}) is "
+                    f"followed by good records; the file was left as it was "
+                    f"(run `leasefence journal repair {self.path}`)"
+                )
+            self._scan = scan
+            for record in scan.records:
+                self._replay(record)
+        except BaseException:
+            self._release()
+            raise
+
+    @classmethod
+    def open_readonly(
+        cls, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time
+    ) -> WorkLeaseJournal:
+        """Open an existing journal for inspection: no lock, no repair, every write refused."""
+        return cls(path, clock=clock, readonly=True)
+
+    # -- opening and replay ------------------------------------------------------------------
+
+    def _open_for_append(self, create: bool) -> int:
+        flags = os.O_RDWR | os.O_APPEND
+        if not create:
+            return os.open(self.path, flags)
+        try:
+            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return os.open(self.path, flags)
+        try:
+            os.fsync(fd)
+            _fsync_dir(self.path.parent)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _replay(self, r: Record) -> None:
+        self._records += 1
+        if not r.checksummed:
+            self._legacy_records += 1
+        if r.event == LEASE:
+            assert r.worker is not None
+            assert r.updated is not None
+            self._leases[r.work_id] = LeaseRecord(r.worker, r.updated, r.clock)
+            self._completed.discard(r.work_id)
+            attempt = r.attempt if r.attempt is not None else self._attempts.get(r.work_id, 0) + 1
+        else:
+            self._leases.pop(r.work_id, None)
+            if r.event == DONE:
+                self._completed.add(r.work_id)
+            attempt = r.attempt if r.attempt is not None else self._attempts.get(r.work_id, 0)
+        if attempt > 0:
+            self._attempts[r.work_id] = attempt
+        else:
+            self._attempts.pop(r.work_id, None)
+
+    # -- views -------------------------------------------------------------------------------
+
+    @property
+    def leases(self) -> Mapping[str, LeaseRecord]:
+        """Active leases by work ID (a snapshot)."""
+        self._check_usable()
+        return MappingProxyType(dict(self._leases))
+
+    @property
+    def completed(self) -> frozenset[str]:
+        """Completed work IDs."""
+        self._check_usable()
+        return frozenset(self._completed)
+
+    @property
+    def attempts(self) -> Mapping[str, int]:
+        """Leases ever granted per work ID (IDs never leased are absent), a snapshot."""
+        self._check_usable()
+        return MappingProxyType(dict(self._attempts))
+
+    @property
+    def record_count(self) -> int:
+        """Records in the journal: good lines in the file plus, in group mode, pending ones."""
+        self._check_usable()
+        return self._records
+
+    @property
+    def legacy_record_count(self) -> int:
+        """Records in F314's original format (no checksum) among ``record_count``."""
+        self._check_usable()
+        return self._legacy_records
+
+    @property
+    def torn_tail(self) -> bytes:
+        """The bytes of a torn tail found on open and not yet cut off (empty when none)."""
+        self._check_usable()
+        if self._scan.torn_bytes == 0:
+            return b""
+        return b"".join(bad.data for bad in self._scan.bad)
+
+    @property
+    def pending(self) -> int:
+        """Records decided but not yet durable (group mode only; always 0 otherwise)."""
+        self._check_usable()
+        return len(self._pending)
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def lease(self, work_id: str, worker: int) -> bool:
+        """LeaseWork(w, r). Grants ``work_id`` to ``worker`` unless it is completed or leased.
+
+        A refused lease returns False and changes nothing, on disk or in memory (L1, L3). A
+        granted one appends a ``lease`` record stamped with ``clock()`` and ``"clock": "unix"``
+        (L4), counts an attempt, and returns True once the record is durable.
+        """
+        self._check_writable()
+        validate_work_id(work_id)
+        _check_worker(worker)
+        if work_id in self._completed or work_id in self._leases:
+            return False
+        now = self._now()
+        attempt = self._attempts.get(work_id, 0) + 1
+        body = {
+            "event": LEASE,
+            "work_id": work_id,
+            "worker": worker,
+            "updated": now,
+            "clock": UNIX,
+            "attempt": attempt,
+        }
+
+        def apply() -> None:
+            self._leases[work_id] = LeaseRecord(worker, now, UNIX)
+            self._attempts[work_id] = attempt
+
+        self._commit_records([encode_record(body)], apply)
+        return True
+
+    def complete(self, work_id: str, worker: int | None = None) -> bool:
+        """CompleteWork(w, r). With ``worker``: only the owner of the active lease completes it.
+
+        Marks the ID completed, drops its lease and appends a ``done`` record. Without
+        ``worker`` (offline maintenance, F314's old behaviour) any ID not yet completed is
+        completed. Refused calls return False and write nothing (L2).
+        """
+        self._check_writable()
+        validate_work_id(work_id)
+        if worker is not None:
+            _check_worker(worker)
+        if work_id in self._completed:
+            return False
+        held = self._leases.get(work_id)
+        if worker is not None and (held is None or held.worker != worker):
+            return False
+        body = self._end_body(DONE, work_id, held, self._now())
+
+        def apply() -> None:
+            self._leases.pop(work_id, None)
+            self._completed.add(work_id)
+
+        self._commit_records([encode_record(body)], apply)
+        return True
+
+    def abandon(self, work_id: str, worker: int | None = None) -> bool:
+        """AbandonWork(w, r). Drops an active lease; with ``worker``, only its owner may.
+
+        Appends a ``reclaim`` record; the work may be leased again. Refused calls (no active
+        lease, or another owner) return False and write nothing (L2).
+        """
+        self._check_writable()
+        validate_work_id(work_id)
+        if worker is not None:
+            _check_worker(worker)
+        held = self._leases.get(work_id)
+        if held is None or (worker is not None and held.worker != worker):
+            return False
+        body = self._end_body(RECLAIM, work_id, held, self._now())
+
+        def apply() -> None:
+            self._leases.pop(work_id, None)
+
+        self._commit_records([encode_record(body)], apply)
+        return True
+
+    def recover(self, lease_ttl: float) -> list[str]:
+        """RecoverWork. Reclaims every active lease ``rules.reclaimable`` selects; sorted IDs.
+
+        In order: (1) ``lease_ttl == 0`` reclaims every lease; (2) a legacy lease (no
+        ``"clock": "unix"``) is reclaimed whatever its value (L5); (3) a Unix lease dated more
+        than ``lease_ttl`` in the future is reclaimed (the wall clock was stepped back), so no
+        lease stays stuck longer than twice the TTL of real time; (4) otherwise a Unix lease
+        is reclaimed when ``now - updated >= lease_ttl``. One ``reclaim`` record per ID, all
+        written and fsynced together. A negative, NaN or infinite ttl raises ``InvalidTtl``.
+        """
+        self._check_writable()
+        ttl = check_ttl(lease_ttl)
+        now = self._now()
+        gone = sorted(
+            w for w, x in self._leases.items() if reclaimable(x.updated, x.clock, now, ttl)
+        )
+        if not gone:
+            return []
+        lines = [encode_record(self._end_body(RECLAIM, w, self._leases[w], now)) for w in gone]
+
+        def apply() -> None:
+            for w in gone:
+                self._leases.pop(w, None)
+
+        self._commit_records(lines, apply)
+        return gone
+
+    def compact(self) -> None:
+        """CompactJournal. Rewrites the file with one record per work ID it knows.
+
+        A ``done`` record per completed ID, a ``lease`` record per active lease keeping its own
+        timestamp and clock tag (a legacy lease stays untagged, never relabelled as Unix), and
+        a ``reclaim`` record per other ID that was ever leased, so that attempts survive. The
+        abstract state is unchanged. A torn tail is first saved to ``<journal>.broken``. The
+        new file is written beside the journal, fsynced, renamed over it and the directory
+        fsynced: a crash leaves the old journal or the new one.
+        """
+        self._check_writable()
+        self.commit()
+        now = self._now()
+        lines = []
+        for w in sorted(self._completed | self._leases.keys() | self._attempts.keys()):
+            held = self._leases.get(w)
+            if w in self._completed:
+                lines.append(encode_record(self._end_body(DONE, w, None, now)))
+            elif held is not None:
+                body: dict[str, Any] = {
+                    "event": LEASE,
+                    "work_id": w,
+                    "worker": held.worker,
+                    "updated": held.updated,
+                }
+                if held.clock is not None:
+                    body["clock"] = held.clock
+                body["attempt"] = self._attempts.get(w, 0)
+                lines.append(encode_record(body))
+            else:
+                lines.append(encode_record(self._end_body(RECLAIM, w, None, now)))
+        try:
+            self._save_torn_tail()
+            _replace_durably(self.path, b"".join(lines))
+            assert self._fd is not None
+            os.close(self._fd)
+            self._fd = None
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        except OSError as err:
+            self._fail("compaction", err)
+        self._records = len(lines)
+        self._legacy_records = 0
+        self._scan = Scan(size=sum(map(len, lines)), good_end=sum(map(len, lines)))
+
+    def commit(self) -> int:
+        """Write and fsync the records pending in group mode; returns how many became durable.
+
+        In group mode a True from ``lease``/``complete``/``abandon`` (and a list from
+        ``recover``) is an admission decision; it is acknowledged only when ``commit()``
+        returns. With ``sync="always"`` there is never anything pending.
+        """
+        self._check_usable()
+        if not self._pending:
+            return 0
+        lines, self._pending = self._pending, []
+        self._write(b"".join(lines))
+        return len(lines)
+
+    def close(self) -> None:
+        """Commit pending records (group mode), then release the lock and the file."""
+        try:
+            if self._failure is None and self._fd is not None and self._pending:
+                self.commit()
+        finally:
+            self._release()
+            if self._failure is None:
+                self._failure = "closed"
+
+    def __enter__(self) -> WorkLeaseJournal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "readonly" if self.readonly else f"sync={self.sync}"
+        return f"WorkLeaseJournal({str(self.path)!r}, {mode})"
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        value = self._clock()
+        stamp = _number(value)
+        if stamp is None:
+            raise ValueError(f"clock() must return a finite number of Unix seconds, got {value!r}")
+        return stamp
+
+    def _end_body(
+        self, event: str, work_id: str, held: LeaseRecord | None, now: float
+    ) -> dict[str, Any]:
+        return {
+            "event": event,
+            "work_id": work_id,
+            "worker": None if held is None else held.worker,
+            "updated": now,
+            "clock": UNIX,
+            "attempt": self._attempts.get(work_id, 0),
+        }
+
+    def _check_usable(self) -> None:
+        if self._failure == "closed":
+            raise JournalUnusable(f"journal {self.path} is closed")
+        if self._failure is not None:
+            raise JournalUnusable(
+                f"journal {self.path} is unusable since {self._failure}; reopen it to continue"
+            )
+
+    def _check_writable(self) -> None:
+        self._check_usable()
+        if self.readonly:
+            raise JournalError(f"journal {self.path} is open read-only; writes are refused")
+
+    def _commit_records(self, lines: list[bytes], apply: Callable[[], None]) -> None:
+        for line in lines:
+            if len(line) > MAX_RECORD_BYTES:
+                raise RecordTooLarge(
+                    f"record for journal {self.path} is {len(line)} bytes, over the "
+                    f"{MAX_RECORD_BYTES}-byte limit"
+                )
+        if self.sync == "group":
+            self._pending.extend(lines)
+        else:
+            self._write(b"".join(lines))
+        apply()
+        self._records += len(lines)
+
+    def _write(self, data: bytes) -> None:
+        """Append ``data`` whole and fsync; any failure makes this object unusable."""
+        assert self._fd is not None
+        try:
+            self._save_torn_tail()
+            if self._scan.unterminated:
+                data = b"\n" + data
+            _write_all(self._fd, data)
+            os.fsync(self._fd)
+        except OSError as err:
+            self._fail("a failed write or fsync", err)
+        self._scan.unterminated = False
+
+    def _save_torn_tail(self) -> None:
+        """Append a torn tail to ``<journal>.broken`` durably, then cut it off the journal."""
+        cut = self._scan.torn_bytes
+        if cut == 0:
+            return
+        assert self._fd is not None
+        tail = b"".join(bad.data for bad in self._scan.bad)
+        _append_durably(self.path.with_name(self.path.name + ".broken"), tail)
+        os.ftruncate(self._fd, self._scan.good_end)
+        os.fsync(self._fd)
+        self._scan = Scan(records=[], size=self._scan.good_end, good_end=self._scan.good_end)
+
+    def _fail(self, what: str, err: OSError) -> NoReturn:
+        self._failure = f"{what} ({err})"
+        raise JournalUnusable(
+            f"journal {self.path}: {what} failed: {err}; this object refuses every further "
+            f"call (reopen the journal to continue from what is on disk)"
+        ) from err
+
+    def _release(self) -> None:
+        for name in ("_fd", "_lock_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                setattr(self, name, None)
+                with contextlib.suppress(OSError):
+                    os.close(fd)  # closing the lock file releases the flock
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What ``repair_journal`` did: records kept, bad lines moved, and where they went."""
+
+    kept: int
+    quarantined: int
+    quarantine: Path | None
+
+
+def quarantine_path(path: Path) -> Path:
+    """The file ``repair_journal`` appends bad lines of ``path`` to."""
+    return path.with_name(path.name + ".quarantine")
+
+
+def repair_journal(path: str | os.PathLike[str]) -> RepairResult:
+    """Keep every good record of the journal at ``path`` and move its bad lines aside.
+
+    Takes the writer lock (``JournalLocked`` if a writer holds it). Bad lines are appended,
+    with their line numbers, to ``<journal>.quarantine`` (fsynced) before the journal is
+    atomically replaced by its good lines, byte for byte. Nothing is written when every line
+    is good.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such journal", str(p))
+    lock_fd = _take_lock(p)
+    try:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            data = _read_all(fd)
+        finally:
+            os.close(fd)
+        scan = scan_bytes(data)
+        if not scan.bad:
+            return RepairResult(len(scan.records), 0, None)
+        kept = _good_bytes(data, scan)
+        if scan.unterminated:
+            kept += b"\n"
+        report = b"".join(
+            f"# {p} line {bad.line}: {bad.reason}\n".encode()
+            + bad.data
+            + (b"" if bad.data.endswith(b"\n") else b"\n")
+            for bad in scan.bad
+        )
+        target = quarantine_path(p)
+        _append_durably(target, report)
+        _replace_durably(p, kept)
+        return RepairResult(len(scan.records), len(scan.bad), target)
+    finally:
+        os.close(lock_fd)
+
+
+def _good_bytes(data: bytes, scan: Scan) -> bytes:
+    bad_spans = [(bad.offset, bad.offset + len(bad.data)) for bad in scan.bad]
+    out: list[bytes] = []
+    pos = 0
+    for start, stop in bad_spans:
+        out.append(data[pos:start])
+        pos = stop
+    out.append(data[pos:])
+    return b"".join(out)
+
+
+def scan_file(path: str | os.PathLike[str]) -> Scan:
+    """Scan a journal file without opening it as a journal (for inspection of corrupt files)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return scan_bytes(_read_all(fd))
+    finally:
+        os.close(fd)
+
+
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "BadLine",
+    "LeaseRecord",
+    "Record",
+    "RepairResult",
+    "Scan",
+    "WorkLeaseJournal",
+    "encode_record",
+    "legacy_lease_line",
+    "lock_path",
+    "quarantine_path",
+    "record_crc",
+    "repair_journal",
+    "scan_bytes",
+    "scan_file",
+    "validate_work_id",
+]

@@ -13,6 +13,7 @@ COMMANDS: dict[str, str] = {
     "model": "leasefence.cmd_model",
     "verify": "leasefence.cmd_verify",
     "trace": "leasefence.cmd_trace",
+    "journal": "leasefence.cmd_journal",
 }
 
 EXIT_OK = 0

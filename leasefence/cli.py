@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "verify": "leasefence.cmd_verify",
     "trace": "leasefence.cmd_trace",
     "journal": "leasefence.cmd_journal",
+    "run": "leasefence.cmd_run",
 }
 
 EXIT_OK = 0

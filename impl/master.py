@@ -1,0 +1,583 @@
+"""The MPI master's decisions as plain code: the dispatch transaction, result handling, recovery.
+
+Nothing here touches MPI. ``Master`` is driven by ``transport.master_dispatch`` in a real run and
+directly by the unit and conformance tests; each public step is one action of the model
+(``leasefence.model.system``) and one trace event of the same name:
+
+======================  ============================  ========================  ==================
+TLA+ action             model function                this class                trace event
+======================  ============================  ========================  ==================
+``DispatchWork(w, r)``  ``dispatch_work``             ``Master.dispatch``        ``DispatchWork``
+``DeliverResult(...)``  ``deliver_result``            ``Master.handle_result``   ``DeliverResult``
+``ReclaimExpired``      ``reclaim_expired``           ``Master.reclaim_expired`` ``ReclaimExpired``
+``RestartMaster``       ``restart_master``            ``Master.open`` (restart)  ``RestartMaster``
+======================  ============================  ========================  ==================
+
+The master is the only process that touches the journal and the snapshot. The owner fence of
+every lease is the worker's MPI rank (``Status.Get_source()``), sufficient while one rank has at
+most one active dispatch, which ``dispatch`` enforces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+from leasefence.impl.errors import LeaseError, UnknownTask
+from leasefence.impl.rules import authoritative_state_task
+from leasefence.impl.trace import TraceWriter
+from leasefence.impl.wire import Rank, Result, StateTaskId, Work, WorkId
+from leasefence.impl.workload import WorkItem
+
+log = logging.getLogger("leasefence.master")
+
+#: The dispatch transaction's steps, in order (the model's ``DISPATCH_STEPS``); a refusal
+#: undoes the steps already taken, in reverse order.
+DISPATCH_STEPS = (
+    "reserve_target",
+    "reserve_parameter",
+    "reserve_algorithm",
+    "lease_work",
+    "lease_state",
+)
+#: The reservation kind each reserve step takes.
+RESERVATION_OF = {
+    "reserve_target": "target",
+    "reserve_parameter": "parameter",
+    "reserve_algorithm": "algorithm",
+}
+
+
+class RankBusy(LeaseError, RuntimeError):
+    """A dispatch to a rank that already has an active dispatch (at most one per rank)."""
+
+
+class UnknownWork(LeaseError, KeyError):
+    """A dispatch of a work ID the master's catalogue does not hold."""
+
+
+class Journal(Protocol):
+    """What the master uses of ``impl.journal.WorkLeaseJournal``."""
+
+    @property
+    def completed(self) -> frozenset[str]: ...
+
+    def lease(self, work_id: str, worker: int) -> bool: ...
+
+    def complete(self, work_id: str, worker: int | None = None) -> bool: ...
+
+    def abandon(self, work_id: str, worker: int | None = None) -> bool: ...
+
+    def recover(self, lease_ttl: float) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+class Coordinator(Protocol):
+    """What the master uses of ``impl.coordinator.StateShardCoordinator``."""
+
+    def lease(self, task_id: str, worker: int) -> bool: ...
+
+    def complete(
+        self, task_id: str, worker: int, *, reward: float = 0.0, cost: float = 0.0
+    ) -> bool: ...
+
+    def abandon(self, task_id: str, worker: int, *, cost: float = 0.0) -> bool: ...
+
+    def discard(self, task_id: str, worker: int) -> bool: ...
+
+    def recover_expired(self, lease_ttl: float) -> list[str]: ...
+
+
+class StepClock:
+    """A clock that stands still during one master step, so that the journal, the coordinator
+    and the trace all see the same ``now`` for it (the model's steps are atomic)."""
+
+    def __init__(self, base: Callable[[], float] = time.time) -> None:
+        self.base = base
+        self._frozen: float | None = None
+
+    def __call__(self) -> float:
+        return self._frozen if self._frozen is not None else float(self.base())
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[float]:
+        """Freeze the clock for the duration of one step (re-entrant) and yield its reading."""
+        if self._frozen is not None:
+            yield self._frozen
+            return
+        self._frozen = float(self.base())
+        try:
+            yield self._frozen
+        finally:
+            self._frozen = None
+
+
+class Reservations:
+    """The target, parameter and algorithm pools of the dispatch transaction.
+
+    A reservation of ``(kind, key)`` is held by one active dispatch and released when it ends.
+    ``limits[kind]`` is how many dispatches may hold the same key at once (None: no limit).
+    """
+
+    KINDS = ("target", "parameter", "algorithm")
+
+    def __init__(self, limits: Mapping[str, int | None] | None = None) -> None:
+        self.limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
+        self.limits.update(limits or {})
+        self._held: Counter[tuple[str, str]] = Counter()
+
+    def reserve(self, kind: str, key: str) -> bool:
+        """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
+        limit = self.limits[kind]
+        if limit is not None and self._held[kind, key] >= limit:
+            return False
+        self._held[kind, key] += 1
+        return True
+
+    def release(self, kind: str, key: str) -> None:
+        """Give back one reservation of ``key`` in pool ``kind``."""
+        if self._held[kind, key] <= 0:
+            raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
+        self._held[kind, key] -= 1
+        if not self._held[kind, key]:
+            del self._held[kind, key]
+
+    def held(self) -> dict[tuple[str, str], int]:
+        """Every reservation held now, by (kind, key)."""
+        return dict(self._held)
+
+
+@dataclass(frozen=True)
+class ActiveDispatch:
+    """A rank's one active dispatch: the work, the authoritative task stored at dispatch time,
+    and the reservations it holds (kind, key), in the order taken."""
+
+    work_id: WorkId
+    task_id: StateTaskId
+    reservations: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    """What one dispatch attempt did (the model's ``DispatchOutcome``): the steps taken, the
+    step refused, and the undo order."""
+
+    ok: bool
+    taken: tuple[str, ...]
+    refused: str | None
+    undone: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ResultOutcome:
+    """What the master did with one result (the model's ``ResultOutcome``): whether it was
+    stale, the task it used, whether the report disagreed with the stored ID, and what the
+    journal and the coordinator said."""
+
+    stale: bool
+    task: str | None
+    mismatch: bool
+    work_ok: bool
+    state_ok: bool
+
+
+@dataclass
+class Counters:
+    """What ``leasefence run`` reports. ``duplicate_completions`` must stay 0."""
+
+    dispatched: int = 0
+    completed: int = 0
+    failed: int = 0
+    duplicate_completions: int = 0
+    refused_leases: int = 0
+    refused_reservations: int = 0
+    wrong_owner_rejections: int = 0
+    state_rejections: int = 0
+    stale_results: int = 0
+    id_mismatches: int = 0
+    results_without_dispatch: int = 0
+    malformed_messages: int = 0
+    reclaimed_work: int = 0
+    reclaimed_states: int = 0
+    given_up: int = 0
+    solver_cpu_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class Master:
+    """Journal + coordinator + reservations + one active dispatch per rank + counters."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        coordinator: Coordinator,
+        catalogue: Iterable[WorkItem],
+        *,
+        ttl: float,
+        clock: Callable[[], float] | StepClock = time.time,
+        reservations: Reservations | None = None,
+        trace: TraceWriter | None = None,
+        max_failures: int = 3,
+    ) -> None:
+        self.journal = journal
+        self.coordinator = coordinator
+        self.catalogue: dict[WorkId, WorkItem] = {i.work_id: i for i in catalogue}
+        self.ttl = float(ttl)
+        self.clock = clock if isinstance(clock, StepClock) else StepClock(clock)
+        self.reservations = reservations or Reservations()
+        self.trace = trace
+        self.max_failures = max_failures
+        self.active: dict[Rank, ActiveDispatch] = {}
+        self.counters = Counters()
+        self.failures: Counter[WorkId] = Counter()
+        self._seen_completed: set[str] = set(journal.completed)
+        self._dirty = True
+        self._reopen: Callable[[], Master] | None = None
+
+    # -- opening, restart ------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        journal_path: str | os.PathLike[str],
+        snapshot_path: str | os.PathLike[str] | None,
+        catalogue: Sequence[WorkItem],
+        *,
+        ttl: float,
+        clock: Callable[[], float] = time.time,
+        trace: TraceWriter | None = None,
+        reservation_limits: Mapping[str, int | None] | None = None,
+        max_failures: int = 3,
+    ) -> Master:
+        """A master on the journal and snapshot at these paths, recovered if they exist.
+
+        When either file already exists this is RestartMaster: the coordinator loads the
+        snapshot into the next epoch (L6), then ``journal.recover(ttl)`` and
+        ``coordinator.recover_expired(ttl)`` run, and the unfinished work is dispatched again.
+        """
+        from leasefence.impl.coordinator import StateShardCoordinator
+        from leasefence.impl.journal import WorkLeaseJournal
+
+        step = StepClock(clock)
+        restarting = Path(journal_path).exists() and Path(journal_path).stat().st_size > 0
+        restarting |= snapshot_path is not None and Path(snapshot_path).exists()
+        coordinator = StateShardCoordinator(snapshot_path, clock=step)
+        journal = WorkLeaseJournal(journal_path, clock=step)
+        master = cls(
+            journal,
+            coordinator,
+            catalogue,
+            ttl=ttl,
+            clock=step,
+            reservations=Reservations(reservation_limits),
+            trace=trace,
+            max_failures=max_failures,
+        )
+        master._reopen = lambda: cls.open(
+            journal_path,
+            snapshot_path,
+            catalogue,
+            ttl=ttl,
+            clock=clock,
+            trace=trace,
+            reservation_limits=reservation_limits,
+            max_failures=max_failures,
+        )
+        if restarting:
+            master.recover_after_restart()
+        return master
+
+    def recover_after_restart(self) -> None:
+        """RestartMaster, the part after loading: recover the journal and the coordinator with
+        the TTL. (Loading the snapshot into a new epoch happened in the coordinator's
+        constructor; this master's memory of dispatches is empty by construction.)"""
+        with self.clock.step() as now:
+            works = self.journal.recover(self.ttl)
+            tasks = self.coordinator.recover_expired(self.ttl)
+            self.counters.reclaimed_work += len(works)
+            self.counters.reclaimed_states += len(tasks)
+            log.info(
+                "restart: reclaimed %d work leases and %d state leases", len(works), len(tasks)
+            )
+            if self.trace is not None:
+                self.trace.restart_master(now)
+        self._dirty = True
+
+    def restart_master(self) -> Master:
+        """RestartMaster as one call (for tests and conformance): close this master (the
+        snapshot is already durable: the coordinator saves on every change) and open a new
+        one on the same journal and snapshot. In-flight results may still reach the new one."""
+        if self._reopen is None:
+            raise RuntimeError("restart_master() needs a master made by Master.open()")
+        self.close()
+        return self._reopen()
+
+    def close(self) -> None:
+        """Close the journal (the coordinator needs nothing: it saved on every change)."""
+        self.journal.close()
+
+    # -- DispatchWork ----------------------------------------------------------------------
+
+    def dispatch(self, work_id: WorkId, rank: Rank) -> DispatchOutcome:
+        """DispatchWork(w, r). Enabled when ``rank`` has no active dispatch (else ``RankBusy``).
+
+        One compensating transaction: reserve target, parameter, algorithm; ``journal.lease``;
+        ``coordinator.lease`` of the authoritative task. Any refusal runs ``_reject_dispatch``,
+        which undoes what was taken in reverse order; nothing stays reserved and nothing is to
+        be sent. On success the rank's active dispatch stores (work, task, reservations) and
+        the caller sends the WORK message.
+        """
+        if rank in self.active:
+            raise RankBusy(f"rank {rank} still has an active dispatch {self.active[rank]}")
+        item = self.catalogue.get(work_id)
+        if item is None:
+            raise UnknownWork(f"work {work_id!r} is not in the master's catalogue")
+        keys = {"target": item.target, "parameter": item.parameter, "algorithm": item.algorithm}
+        taken: list[str] = []
+        with self.clock.step() as now:
+            try:
+                for step in DISPATCH_STEPS:
+                    if step in RESERVATION_OF:
+                        kind = RESERVATION_OF[step]
+                        ok = self.reservations.reserve(kind, keys[kind])
+                    elif step == "lease_work":
+                        ok = self.journal.lease(work_id, rank)
+                    else:
+                        ok = self.coordinator.lease(item.state_task_id, rank)
+                    if not ok:
+                        undone = self._reject_dispatch(item, rank, taken)
+                        outcome = DispatchOutcome(False, tuple(taken), step, undone)
+                        if step in RESERVATION_OF:
+                            self.counters.refused_reservations += 1
+                        else:
+                            self.counters.refused_leases += 1
+                        break
+                    taken.append(step)
+                else:
+                    reservations = tuple(
+                        (RESERVATION_OF[s], keys[RESERVATION_OF[s]]) for s in taken[:3]
+                    )
+                    self.active[rank] = ActiveDispatch(work_id, item.state_task_id, reservations)
+                    self.counters.dispatched += 1
+                    outcome = DispatchOutcome(True, tuple(taken), None, ())
+            except BaseException:
+                # An error (not a refusal) inside a step: leave nothing taken behind.
+                self._reject_dispatch(item, rank, taken)
+                raise
+            if self.trace is not None:
+                self.trace.dispatch_work(work_id, rank, now, outcome.ok, outcome.refused)
+        return outcome
+
+    def _reject_dispatch(self, item: WorkItem, rank: Rank, taken: Sequence[str]) -> tuple[str, ...]:
+        """RejectDispatch: undo the steps in ``taken``, last first; returns the undo order.
+
+        A taken work lease is given back with ``journal.abandon(work_id, worker=rank)``; a
+        reservation is released. (The state lease is the last step, so it is never taken when
+        a step refuses.)
+        """
+        undone = tuple(reversed(taken))
+        for step in undone:
+            if step == "lease_work":
+                self.journal.abandon(item.work_id, worker=rank)
+            elif step == "lease_state":
+                self.coordinator.discard(item.state_task_id, rank)
+            else:
+                kind = RESERVATION_OF[step]
+                self.reservations.release(kind, getattr(item, kind))
+        return undone
+
+    # -- DeliverResult ---------------------------------------------------------------------
+
+    def handle_result(self, rank: Rank, result: Result) -> ResultOutcome:
+        """DeliverResult(r, w, t, ok). ``rank`` is the message's source (the fence).
+
+        A result for another work ID than the rank's active dispatch is stale: refused,
+        counted, nothing changes. Otherwise the task is ``authoritative_state_task(active,
+        reported)`` (L7): the stored ID wins, the report only detects a mismatch (a warning,
+        counted) and is used only when the master holds no active ID (old protocol). Success
+        completes the work lease and, only if that was accepted, the state lease; failure
+        abandons both the same way. A refused completion is a wrong-owner rejection and
+        changes nothing. The rank's active dispatch ends and its reservations are released.
+        """
+        work_id, reported = result.work_id, result.state_task_id
+        disp = self.active.get(rank)
+        self.counters.solver_cpu_s += result.cpu_s
+        with self.clock.step() as now:
+            if disp is not None and disp.work_id != work_id:
+                self.counters.stale_results += 1
+                log.info(
+                    "stale result from rank %d for %s (its active dispatch is %s): refused",
+                    rank,
+                    work_id[:12],
+                    disp.work_id[:12],
+                )
+                outcome = ResultOutcome(True, None, False, False, False)
+            else:
+                outcome = self._settle(rank, result, disp)
+            if self.trace is not None:
+                self.trace.deliver_result(rank, work_id, reported, result.ok, now, outcome)
+        return outcome
+
+    def _settle(self, rank: Rank, result: Result, disp: ActiveDispatch | None) -> ResultOutcome:
+        work_id, reported = result.work_id, result.state_task_id
+        task = authoritative_state_task(disp.task_id if disp else None, reported)
+        mismatch = disp is not None and reported is not None and reported != disp.task_id
+        if mismatch:
+            self.counters.id_mismatches += 1
+            log.warning(
+                "rank %d reported state task %s for work %s, but the master stored %s at "
+                "dispatch; the stored ID is used (F314 L7)",
+                rank,
+                reported,
+                work_id[:12],
+                task,
+            )
+        if disp is None:
+            self.counters.results_without_dispatch += 1
+        state_ok = False
+        if result.ok:
+            work_ok = self.journal.complete(work_id, worker=rank)
+            if work_ok:
+                if work_id in self._seen_completed:
+                    self.counters.duplicate_completions += 1
+                    log.error("work %s was completed twice", work_id)
+                self._seen_completed.add(work_id)
+                self.counters.completed += 1
+                if task is not None:
+                    state_ok = self._state(
+                        lambda t: self.coordinator.complete(t, rank, reward=1.0, cost=result.cpu_s),
+                        task,
+                    )
+        else:
+            work_ok = self.journal.abandon(work_id, worker=rank)
+            if work_ok:
+                self.counters.failed += 1
+                self.failures[work_id] += 1
+                if self.failures[work_id] >= self.max_failures:
+                    self.counters.given_up += 1
+                    log.error("work %s failed %d times; given up", work_id, self.failures[work_id])
+                if task is not None:
+                    state_ok = self._state(
+                        lambda t: self.coordinator.abandon(t, rank, cost=result.cpu_s), task
+                    )
+        if not work_ok:
+            self.counters.wrong_owner_rejections += 1
+            log.info(
+                "rank %d does not own work %s: its %s was refused",
+                rank,
+                work_id[:12],
+                "completion" if result.ok else "abandon",
+            )
+        elif task is not None and not state_ok:
+            self.counters.state_rejections += 1
+            log.info("rank %d does not own state task %s: refused", rank, task[:12])
+        if disp is not None:
+            self._end(rank)
+        return ResultOutcome(False, task, mismatch, work_ok, state_ok)
+
+    @staticmethod
+    def _state(call: Callable[[str], bool], task: str) -> bool:
+        try:
+            return call(task)
+        except UnknownTask:
+            return False  # a task the coordinator never leased: nobody owns it
+
+    def _end(self, rank: Rank) -> None:
+        """End the rank's active dispatch and release its reservations (last taken first)."""
+        disp = self.active.pop(rank)
+        for kind, key in reversed(disp.reservations):
+            self.reservations.release(kind, key)
+        self._dirty = True
+
+    def count_malformed(self, rank: int, error: Exception) -> None:
+        """A message that failed ``wire.decode``: logged, counted and dropped."""
+        self.counters.malformed_messages += 1
+        log.warning("dropped a malformed message from rank %d: %s", rank, error)
+
+    # -- ReclaimExpired --------------------------------------------------------------------
+
+    def reclaim_expired(self) -> list[str]:
+        """ReclaimExpired. ``journal.recover(ttl)`` and ``coordinator.recover_expired(ttl)``;
+        every dispatch whose work or task was reclaimed is forgotten (its rank is idle again).
+        Returns the reclaimed work IDs."""
+        with self.clock.step() as now:
+            works = self.journal.recover(self.ttl)
+            tasks = self.coordinator.recover_expired(self.ttl)
+            gone_w, gone_t = set(works), set(tasks)
+            for rank in sorted(self.active):
+                disp = self.active[rank]
+                if disp.work_id in gone_w or disp.task_id in gone_t:
+                    log.warning(
+                        "rank %d: lease of work %s expired; reclaimed", rank, disp.work_id[:12]
+                    )
+                    self._end(rank)
+            self.counters.reclaimed_work += len(works)
+            self.counters.reclaimed_states += len(tasks)
+            if works or tasks:
+                self._dirty = True
+            if self.trace is not None:
+                self.trace.reclaim_expired(now, works)
+        return works
+
+    # -- scheduling ------------------------------------------------------------------------
+
+    def unfinished(self) -> list[WorkId]:
+        """Catalogue work neither completed in the journal nor given up, in catalogue order."""
+        done = self.journal.completed
+        return [w for w in self.catalogue if w not in done and self.failures[w] < self.max_failures]
+
+    @property
+    def finished(self) -> bool:
+        """Every catalogue item is completed (or given up) and no dispatch is active."""
+        return not self.active and not self.unfinished()
+
+    def dispatch_pending(self, ranks: Iterable[Rank]) -> list[tuple[Rank, Work]]:
+        """Give work to the idle ``ranks``; returns the (rank, WORK) messages to send.
+
+        Runs only when something changed since the last call (a result, a reclaim, a
+        restart), so a refused candidate is not retried in a loop. Each idle rank takes the
+        first pending item, in catalogue order, whose transaction succeeds; a refused item
+        stays pending and is not offered again in the same round.
+        """
+        if not self._dirty:
+            return []
+        self._dirty = False
+        idle = [r for r in ranks if r not in self.active]
+        if not idle:
+            return []
+        busy = {d.work_id for d in self.active.values()}
+        pending = [w for w in self.unfinished() if w not in busy]
+        if not pending:
+            return []
+        refused: set[WorkId] = set()
+        sends: list[tuple[Rank, Work]] = []
+        for rank in idle:
+            for work_id in pending:
+                if work_id in refused:
+                    continue
+                outcome = self.dispatch(work_id, rank)
+                if outcome.ok:
+                    refused.add(work_id)  # taken: not for another rank
+                    sends.append((rank, self.catalogue[work_id].work()))
+                    break
+                refused.add(work_id)
+        return sends
+
+    def summary(self) -> dict[str, Any]:
+        """Counters plus the journal's view of the catalogue."""
+        done = self.journal.completed
+        return {
+            **self.counters.as_dict(),
+            "catalogue": len(self.catalogue),
+            "completed_in_journal": sum(1 for w in self.catalogue if w in done),
+        }

@@ -1,0 +1,190 @@
+"""One ``leasefence run`` job: every rank calls ``run``; rank 0 becomes the master, the rest workers."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from leasefence.impl.master import Master
+from leasefence.impl.trace import TraceWriter
+from leasefence.impl.transport import Injection, MpiTransport, master_dispatch, worker_execute
+from leasefence.impl.wire import Result
+from leasefence.impl.workload import WORKERS, WorkItem, generate, reached
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The options of one run (the ``leasefence run`` flags)."""
+
+    work: int = 200
+    seed: int = 0
+    ttl: float = 30.0
+    journal: Path | None = None
+    snapshot: Path | None = None
+    trace: Path | None = None
+    inject: Injection = field(default_factory=Injection)
+    worker: str = "z3"
+    late_s: float | None = None  # default: 1.5 x ttl
+    progress_every: float = 1.0
+
+
+class Coverage:
+    """Distinct targets reached (verified witnesses) after each completed item: the coverage
+    curve, and its area normalised to [0, 1] (the mean fraction of targets reached so far)."""
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+        self.reached: set[str] = set()
+        self.curve: list[int] = []
+
+    def __call__(self, result: Result, outcome: Any) -> None:
+        if outcome.stale or not outcome.work_ok or not result.ok:
+            return
+        item: WorkItem | None = self.master.catalogue.get(result.work_id)
+        if item is not None and reached(item, result.output):
+            self.reached.add(item.target)
+        self.curve.append(len(self.reached))
+
+    def auc(self) -> float:
+        if not self.curve or not self.reached:
+            return 0.0
+        return sum(self.curve) / (len(self.curve) * len(self.reached))
+
+
+def run(config: RunConfig, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Run the job on ``MPI.COMM_WORLD``; returns this rank's exit status."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        if comm.Get_rank() == 0:
+            print(
+                f"leasefence run: needs at least 2 MPI processes (rank 0 is the master, the "
+                f"others are workers), got {comm.Get_size()}; start it as "
+                f"`mpiexec -n 4 leasefence run --work {config.work}`",
+                file=err,
+            )
+        return EXIT_USAGE
+    try:
+        if comm.Get_rank() == 0:
+            return _master(comm, config, out, err)
+        worker_execute(
+            comm,
+            WORKERS[config.worker],
+            inject=config.inject,
+            late_s=config.late_s if config.late_s is not None else 1.5 * config.ttl,
+        )
+        return EXIT_OK
+    except Exception:
+        traceback.print_exc(file=err)
+        err.flush()
+        comm.Abort(EXIT_FAILED)  # never leave the other ranks waiting (does not return)
+
+
+def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
+    logging.basicConfig(
+        level=logging.WARNING, stream=err, format="leasefence %(levelname)s: %(message)s"
+    )
+    start = time.monotonic()
+    catalogue = generate(config.work, config.seed)
+    transport = MpiTransport(comm)
+    with tempfile.TemporaryDirectory(prefix="leasefence-run-") as tmp:
+        journal = config.journal or Path(tmp) / ".work_leases.jsonl"
+        snapshot = config.snapshot or journal.with_name(journal.name + ".snapshot.json")
+        trace = None
+        if config.trace is not None:
+            trace = TraceWriter(
+                config.trace,
+                ttl=config.ttl,
+                ranks=transport.worker_ranks,
+                task_of={i.work_id: i.state_task_id for i in catalogue},
+            )
+        master = Master.open(journal, snapshot, catalogue, ttl=config.ttl, trace=trace)
+        coverage = Coverage(master)
+        print(
+            f"leasefence run: {len(catalogue)} work items, {len(transport.worker_ranks)} worker "
+            f"ranks, ttl {config.ttl:g} s, seed {config.seed}, worker {config.worker}"
+            + (f", inject {','.join(sorted(config.inject.kinds))}" if config.inject.kinds else "")
+            + f"; journal {config.journal or '(temporary)'}",
+            file=err,
+            flush=True,
+        )
+        try:
+            master_dispatch(
+                master,
+                transport,
+                on_result=coverage,
+                progress=_progress(start, config.progress_every, coverage, err),
+            )
+            summary = master.summary()
+        finally:
+            master.close()
+            if trace is not None:
+                trace.close()
+    wall = time.monotonic() - start
+    c = master.counters
+    lines = [
+        (
+            "items completed",
+            f"{c.completed} (journal: {summary['completed_in_journal']}/{len(catalogue)} completed)",
+        ),
+        ("duplicate completions", f"{c.duplicate_completions}"),
+        ("refused leases", f"{c.refused_leases}"),
+        ("refused reservations", f"{c.refused_reservations}"),
+        ("wrong-owner rejections", f"{c.wrong_owner_rejections} (state: {c.state_rejections})"),
+        ("stale results", f"{c.stale_results}"),
+        ("ID mismatches", f"{c.id_mismatches}"),
+        ("results without dispatch", f"{c.results_without_dispatch}"),
+        ("malformed messages", f"{c.malformed_messages}"),
+        ("failed / given up", f"{c.failed} / {c.given_up}"),
+        ("reclaimed leases", f"{c.reclaimed_work} work, {c.reclaimed_states} state"),
+        ("solver CPU", f"{c.solver_cpu_s:.2f} s"),
+        (
+            "coverage",
+            f"{len(coverage.reached)} distinct targets reached (AUC {coverage.auc():.3f})",
+        ),
+        ("wall time", f"{wall:.2f} s"),
+    ]
+    print("leasefence run: done", file=out)
+    for name, value in lines:
+        print(f"  {name:<25}{value}", file=out)
+    out.flush()
+    ok = (
+        c.duplicate_completions == 0
+        and summary["completed_in_journal"] == len(catalogue)
+        and c.given_up == 0
+    )
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _progress(
+    start: float, every: float, coverage: Coverage, err: TextIO
+) -> Callable[[Master], None]:
+    last = [0.0]
+
+    def show(master: Master) -> None:
+        now = time.monotonic()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        c = master.counters
+        done = master.summary()["completed_in_journal"]
+        print(
+            f"  [{now - start:6.1f} s] {done}/{len(master.catalogue)} completed, "
+            f"{len(master.active)} running, {c.refused_leases} refused leases, "
+            f"{c.stale_results} stale, {c.wrong_owner_rejections} wrong-owner, "
+            f"{len(coverage.reached)} targets reached",
+            file=err,
+            flush=True,
+        )
+
+    return show

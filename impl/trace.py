@@ -1,0 +1,133 @@
+"""The master's NDJSON trace: one line per step, named by the model's (and TLA+'s) action.
+
+Format (version 1), one JSON object per line, each written whole and flushed::
+
+    {"event":"Header","version":1,"ttl":S,"ranks":[1,2,3],"task_of":{"<work id>":"<task id>",...}}
+    {"event":"DispatchWork","w":W,"r":R,"now":T,"ok":B,"refused":STEP|null}
+    {"event":"DeliverResult","r":R,"w":W,"reported":TASK|null,"ok":B,"now":T,"stale":B,
+     "task":TASK|null,"work_ok":B,"state_ok":B}
+    {"event":"ReclaimExpired","now":T,"reclaimed":[W,...]}
+    {"event":"RestartMaster","now":T}
+
+``now`` is the master's clock (Unix seconds) for that step, the same reading the journal and the
+coordinator stamped. A restarted master appends to the same file: a new ``Header`` (the
+validator keeps the first one's bounds) and then ``RestartMaster``. ``conformance.tracecheck``
+replays a trace through the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from leasefence.impl.master import ResultOutcome
+
+TRACE_VERSION = 1
+
+
+class TraceWriter:
+    """Appends trace events to ``path``; a torn last line left by a killed master is cut off
+    first, so every line in the file stays whole."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ttl: float,
+        ranks: Iterable[int],
+        task_of: Mapping[str, str],
+    ) -> None:
+        self.path = Path(path)
+        _cut_torn_tail(self.path)
+        self._fh: IO[str] = self.path.open("a", encoding="utf-8")
+        self._write(
+            {
+                "event": "Header",
+                "version": TRACE_VERSION,
+                "ttl": ttl,
+                "ranks": sorted(ranks),
+                "task_of": dict(task_of),
+            }
+        )
+
+    def _write(self, event: Mapping[str, Any]) -> None:
+        self._fh.write(json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n")
+        self._fh.flush()
+
+    def dispatch_work(self, w: str, r: int, now: float, ok: bool, refused: str | None) -> None:
+        self._write(
+            {"event": "DispatchWork", "w": w, "r": r, "now": now, "ok": ok, "refused": refused}
+        )
+
+    def deliver_result(
+        self,
+        r: int,
+        w: str,
+        reported: str | None,
+        ok: bool,
+        now: float,
+        outcome: ResultOutcome,
+    ) -> None:
+        self._write(
+            {
+                "event": "DeliverResult",
+                "r": r,
+                "w": w,
+                "reported": reported,
+                "ok": ok,
+                "now": now,
+                "stale": outcome.stale,
+                "task": outcome.task,
+                "work_ok": outcome.work_ok,
+                "state_ok": outcome.state_ok,
+            }
+        )
+
+    def reclaim_expired(self, now: float, reclaimed: Iterable[str]) -> None:
+        self._write({"event": "ReclaimExpired", "now": now, "reclaimed": sorted(reclaimed)})
+
+    def restart_master(self, now: float) -> None:
+        self._write({"event": "RestartMaster", "now": now})
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Truncate ``path`` after its last newline (a line without one was torn by a crash)."""
+    try:
+        with path.open("rb+") as fh:
+            data = fh.read()
+            if data and not data.endswith(b"\n"):
+                fh.truncate(data.rfind(b"\n") + 1)
+    except FileNotFoundError:
+        pass
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The events of a trace file. A torn last line (no newline, or not JSON) is ignored; a bad
+    line followed by more lines raises ``ValueError`` naming its line number."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        last = number == len(lines)
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            if last:
+                break
+            raise ValueError(f"{path}: line {number} is not JSON and more lines follow") from None
+        if not isinstance(event, dict) or "event" not in event:
+            raise ValueError(f"{path}: line {number} is not a trace event")
+        events.append(event)
+    return events

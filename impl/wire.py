@@ -1,0 +1,250 @@
+"""The MPI wire protocol between the master and its workers: four tags, versioned JSON payloads.
+
+Every message is one JSON object encoded as UTF-8 bytes and sent with MPI's buffer calls
+(``Send``/``Probe``/``Recv`` into a ``bytearray``), so nothing a worker sends is ever unpickled.
+The MPI tag says what the message is, and the payload repeats it::
+
+    tag     direction         payload (protocol version 1)
+    WORK    master -> worker  {"v": 1, "type": "work", "work_id": W, "state_task_id": T, "payload": {...}}
+    RESULT  worker -> master  {"v": 1, "type": "result", "work_id": W, "state_task_id": T, "ok": B,
+                               "cpu_s": S, "output": {...}}   (old-protocol workers omit state_task_id)
+    STOP    master -> worker  {"v": 1, "type": "stop"}      the sentinel: finish, answer BYE, exit
+    BYE     worker -> master  {"v": 1, "type": "bye", "results": N}   a worker's last message
+
+``decode`` validates everything (size, UTF-8, JSON, version, type, field names and types, the
+ID formats) and returns a typed frozen message, or raises ``ProtocolError`` naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, NewType
+
+from leasefence.impl.errors import ProtocolError
+
+#: The payload version this code speaks; a message with another ``v`` is refused.
+PROTOCOL_VERSION = 1
+
+#: The largest message either side accepts (bytes of JSON).
+MAX_MESSAGE_BYTES = 64 * 1024
+
+#: An exact work item: SHA-256 hex of its canonical payload (64 lowercase hex characters).
+WorkId = NewType("WorkId", str)
+#: An abstract state task (input, focus, target, action, schedule, continuation), hashed.
+StateTaskId = NewType("StateTaskId", str)
+#: An MPI rank; a worker rank is the owner fence of every lease it holds.
+Rank = NewType("Rank", int)
+
+_WORK_ID = re.compile(r"[0-9a-f]{64}")
+# State task IDs come from ``coordinator.state_task_id`` (hex today); accept any short printable
+# ASCII token so that the wire does not second-guess the coordinator's format.
+_TASK_ID = re.compile(r"[\x21-\x7e]{1,256}")
+
+
+class Tag(IntEnum):
+    """The MPI tag of each message type (also its ``"type"`` field, lower-cased)."""
+
+    WORK = 1
+    RESULT = 2
+    STOP = 3
+    BYE = 4
+
+
+@dataclass(frozen=True)
+class Work:
+    """WORK: run one exact-work payload. ``state_task_id`` is what the master stored."""
+
+    work_id: WorkId
+    state_task_id: StateTaskId
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """RESULT: the outcome of one WORK. ``state_task_id`` is the worker's report (None: old
+    protocol); the master never lets it override its own stored ID (L7)."""
+
+    work_id: WorkId
+    state_task_id: StateTaskId | None
+    ok: bool
+    cpu_s: float = 0.0
+    output: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """STOP: the sentinel. The worker answers BYE and leaves its loop."""
+
+
+@dataclass(frozen=True)
+class Bye:
+    """BYE: a worker's last message, with the number of RESULT messages it sent."""
+
+    results: int
+
+
+Message = Work | Result | Stop | Bye
+
+_TYPE_OF: dict[type[Any], Tag] = {Work: Tag.WORK, Result: Tag.RESULT, Stop: Tag.STOP, Bye: Tag.BYE}
+
+#: What each side accepts: the master takes RESULT and BYE, a worker takes WORK and STOP.
+FROM_WORKER = frozenset({Tag.RESULT, Tag.BYE})
+FROM_MASTER = frozenset({Tag.WORK, Tag.STOP})
+
+
+def valid_work_id(value: object) -> bool:
+    """Whether ``value`` is a work ID: 64 lowercase hexadecimal characters."""
+    return isinstance(value, str) and _WORK_ID.fullmatch(value) is not None
+
+
+def tag_of(msg: Message) -> Tag:
+    """The MPI tag that carries ``msg``."""
+    return _TYPE_OF[type(msg)]
+
+
+def _body(msg: Message) -> dict[str, Any]:
+    if isinstance(msg, Work):
+        return {
+            "work_id": msg.work_id,
+            "state_task_id": msg.state_task_id,
+            "payload": dict(msg.payload),
+        }
+    if isinstance(msg, Result):
+        body: dict[str, Any] = {
+            "work_id": msg.work_id,
+            "ok": msg.ok,
+            "cpu_s": msg.cpu_s,
+            "output": dict(msg.output),
+        }
+        if msg.state_task_id is not None:
+            body["state_task_id"] = msg.state_task_id
+        return body
+    if isinstance(msg, Bye):
+        return {"results": msg.results}
+    return {}
+
+
+def encode(msg: Message) -> tuple[Tag, bytes]:
+    """``msg`` as (MPI tag, JSON bytes); ``ProtocolError`` if it is over ``MAX_MESSAGE_BYTES``
+    or holds something JSON cannot carry exactly (NaN, infinity, a non-string key)."""
+    tag = tag_of(msg)
+    doc = {"v": PROTOCOL_VERSION, "type": tag.name.lower(), **_body(msg)}
+    try:
+        data = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"cannot encode {tag.name} message: {exc}") from None
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            f"{tag.name} message of {len(data)} bytes exceeds the limit of {MAX_MESSAGE_BYTES}"
+        )
+    return tag, data
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise ProtocolError(f"field {key!r} appears twice")
+        doc[key] = value
+    return doc
+
+
+def _no_constant(name: str) -> Any:
+    raise ProtocolError(f"{name} is not a JSON number")
+
+
+_FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
+    # tag: (required fields, optional fields), besides "v" and "type"
+    Tag.WORK: (frozenset({"work_id", "state_task_id", "payload"}), frozenset()),
+    Tag.RESULT: (frozenset({"work_id", "ok", "cpu_s", "output"}), frozenset({"state_task_id"})),
+    Tag.STOP: (frozenset(), frozenset()),
+    Tag.BYE: (frozenset({"results"}), frozenset()),
+}
+
+
+def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag]) -> Message:
+    """The message carried by MPI tag ``tag`` and bytes ``data``, validated.
+
+    ``accept`` is the set of tags this side takes (``FROM_WORKER`` on the master). Raises
+    ``ProtocolError`` naming the first thing wrong; nothing is evaluated beyond plain JSON.
+    """
+    size = len(data)
+    if size > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {size} bytes exceeds the limit of {MAX_MESSAGE_BYTES}")
+    try:
+        kind = Tag(tag)
+    except ValueError:
+        raise ProtocolError(f"unknown message tag {tag}") from None
+    if kind not in accept:
+        raise ProtocolError(f"unexpected {kind.name} message on this side")
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"{kind.name} message is not JSON: {exc.msg} at {exc.pos}") from None
+    except RecursionError:
+        raise ProtocolError(f"{kind.name} message nests too deeply") from None
+    if not isinstance(doc, dict):
+        raise ProtocolError(f"{kind.name} message is not a JSON object")
+    version = doc.get("v")
+    if version != PROTOCOL_VERSION or isinstance(version, bool):
+        raise ProtocolError(
+            f"{kind.name} message has protocol version {version!r}; this side speaks {PROTOCOL_VERSION}"
+        )
+    if doc.get("type") != kind.name.lower():
+        raise ProtocolError(f"tag {kind.name} carries a payload of type {doc.get('type')!r}")
+    required, optional = _FIELDS[kind]
+    present = set(doc) - {"v", "type"}
+    if missing := sorted(required - present):
+        raise ProtocolError(f"{kind.name} message lacks {', '.join(missing)}")
+    if unknown := sorted(present - required - optional):
+        raise ProtocolError(f"{kind.name} message has unknown field(s) {', '.join(unknown)}")
+    if kind is Tag.STOP:
+        return Stop()
+    if kind is Tag.BYE:
+        results = doc["results"]
+        if not isinstance(results, int) or isinstance(results, bool) or results < 0:
+            raise ProtocolError(f"BYE results must be a whole number >= 0, got {results!r}")
+        return Bye(results)
+    work_id = doc["work_id"]
+    if not valid_work_id(work_id):
+        raise ProtocolError(
+            f"{kind.name} work_id must be 64 lowercase hex characters, got {work_id!r:.80}"
+        )
+    task = doc.get("state_task_id")
+    if task is not None and not (isinstance(task, str) and _TASK_ID.fullmatch(task)):
+        raise ProtocolError(f"{kind.name} state_task_id is not a task ID: {task!r:.80}")
+    if kind is Tag.WORK:
+        payload = doc["payload"]
+        if task is None:
+            raise ProtocolError("WORK state_task_id must not be null")
+        if not isinstance(payload, dict):
+            raise ProtocolError(f"WORK payload must be an object, got {type(payload).__name__}")
+        return Work(WorkId(work_id), StateTaskId(task), payload)
+    ok, cpu, output = doc["ok"], doc["cpu_s"], doc["output"]
+    if not isinstance(ok, bool):
+        raise ProtocolError(f"RESULT ok must be true or false, got {ok!r:.40}")
+    if (
+        not isinstance(cpu, int | float)
+        or isinstance(cpu, bool)
+        or not math.isfinite(cpu)
+        or cpu < 0
+    ):
+        raise ProtocolError(f"RESULT cpu_s must be a finite number >= 0, got {cpu!r:.40}")
+    if not isinstance(output, dict):
+        raise ProtocolError(f"RESULT output must be an object, got {type(output).__name__}")
+    return Result(
+        WorkId(work_id),
+        StateTaskId(task) if task is not None else None,
+        ok,
+        float(cpu),
+        output,
+    )

@@ -397,9 +397,10 @@ class WorkLeaseJournal:
                     f"followed by good records; the file was left as it was "
                     f"(run `leasefence journal repair {self.path}`)"
                 )
-            self._scan = scan
             for record in scan.records:
                 self._replay(record)
+            scan.records = []  # replayed: only the tail bookkeeping is kept
+            self._scan = scan
         except BaseException:
             self._release()
             raise

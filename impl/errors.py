@@ -9,6 +9,7 @@
     │   ├── JournalCorrupt (ValueError)   a bad record followed by good ones (file untouched)
     │   ├── JournalLocked                 another writer holds the journal's lock
     │   ├── JournalUnusable               an fsync or write failed: this object refuses all calls
+    │   ├── JournalReadOnly               a write through a journal opened read-only
     │   └── RecordTooLarge (ValueError)   a record over the line-size limit
     ├── CoordinatorError
     │   ├── UnknownTask (KeyError)        a state task the coordinator has never seen
@@ -48,6 +49,10 @@ class JournalLocked(JournalError):
 
 class JournalUnusable(JournalError):
     """A write or fsync failed; the journal object refuses every further call (no retry)."""
+
+
+class JournalReadOnly(JournalError):
+    """A write (lease, complete, abandon, recover, compact) through a journal opened read-only."""
 
 
 class RecordTooLarge(JournalError, ValueError):

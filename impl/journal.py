@@ -57,8 +57,8 @@ from typing import Any, Literal, NoReturn
 from leasefence.impl.errors import (
     InvalidWorkId,
     JournalCorrupt,
-    JournalError,
     JournalLocked,
+    JournalReadOnly,
     JournalUnusable,
     RecordTooLarge,
 )
@@ -716,7 +716,7 @@ class WorkLeaseJournal:
     def _check_writable(self) -> None:
         self._check_usable()
         if self.readonly:
-            raise JournalError(f"journal {self.path} is open read-only; writes are refused")
+            raise JournalReadOnly(f"journal {self.path} is open read-only; writes are refused")
 
     def _commit_records(self, lines: list[bytes], apply: Callable[[], None]) -> None:
         for line in lines:

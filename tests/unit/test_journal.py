@@ -24,8 +24,8 @@ from leasefence.impl.errors import (
     InvalidTtl,
     InvalidWorkId,
     JournalCorrupt,
-    JournalError,
     JournalLocked,
+    JournalReadOnly,
     JournalUnusable,
     LeaseError,
     RecordTooLarge,
@@ -731,7 +731,7 @@ def test_read_only_open_takes_no_lock_and_refuses_writes(
             lambda: reader.recover(0),
             reader.compact,
         ):
-            with pytest.raises(JournalError, match="read-only"):
+            with pytest.raises(JournalReadOnly, match="read-only"):
                 call()
     assert path.read_bytes() == before
     assert journal.lease(B, 2)  # the writer never noticed the reader

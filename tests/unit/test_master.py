@@ -1,0 +1,495 @@
+"""The master's decisions, driven in-process (no MPI): dispatch transaction, result identity,
+fences against late and duplicated results, restart, the trace, and whole in-process runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leasefence.conformance.tracecheck import validate
+from leasefence.impl.coordinator import StateShardCoordinator
+from leasefence.impl.journal import WorkLeaseJournal
+from leasefence.impl.master import DISPATCH_STEPS, Master, RankBusy, Reservations
+from leasefence.impl.trace import TraceWriter, read_trace
+from leasefence.impl.transport import (
+    Injection,
+    InProcessTransport,
+    ManualClock,
+    deliver,
+    master_dispatch,
+)
+from leasefence.impl.wire import Rank, Result, StateTaskId, Tag, WorkId
+from leasefence.impl.workload import (
+    WorkItem,
+    canonical,
+    generate,
+    reached,
+    solve_branch,
+    trivial_worker,
+    work_id_of,
+)
+from leasefence.model import system as model
+
+TTL = 10.0
+W1, W2, W3 = (WorkId(c * 64) for c in "abc")
+S1, S2 = StateTaskId("s1"), StateTaskId("s2")
+R1, R2 = Rank(1), Rank(2)
+# Two exact payloads (W1, W2) share state task S1, as F314's defect 2 needs; W3 has its own.
+CATALOGUE = [
+    WorkItem(W1, S1, "t1", "bound=16", "smt"),
+    WorkItem(W2, S1, "t1", "bound=256", "qf-nia"),
+    WorkItem(W3, S2, "t2", "bound=16", "smt"),
+]
+
+
+def result(work: str, reported: str | None, ok: bool = True, cpu: float = 0.5) -> Result:
+    return Result(WorkId(work), StateTaskId(reported) if reported else None, ok, cpu, {})
+
+
+class Recorder(Reservations):
+    """Reservations that log every reserve and release in a shared call log."""
+
+    def __init__(self, calls: list[str], limits: dict[str, int | None] | None = None) -> None:
+        super().__init__(limits)
+        self.calls = calls
+
+    def reserve(self, kind: str, key: str) -> bool:
+        ok = super().reserve(kind, key)
+        self.calls.append(f"reserve {kind}" if ok else f"refuse {kind}")
+        return ok
+
+    def release(self, kind: str, key: str) -> None:
+        self.calls.append(f"release {kind}")
+        super().release(kind, key)
+
+
+class Spy:
+    """Wraps a journal or coordinator and logs its mutating calls (``journal.abandon`` ...)."""
+
+    def __init__(self, inner: Any, name: str, calls: list[str]) -> None:
+        self._inner, self._name, self._calls = inner, name, calls
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._inner, attr)
+        if attr not in ("lease", "complete", "abandon", "discard", "recover", "recover_expired"):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = value(*args, **kwargs)
+            self._calls.append(f"{self._name}.{attr} -> {out}")
+            return out
+
+        return call
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path, clock: ManualClock
+) -> Iterator[tuple[WorkLeaseJournal, StateShardCoordinator]]:
+    journal = WorkLeaseJournal(tmp_path / "journal.jsonl", clock=clock)
+    coordinator = StateShardCoordinator(tmp_path / "snapshot.json", clock=clock)
+    yield journal, coordinator
+    journal.close()
+
+
+def make(
+    world: tuple[WorkLeaseJournal, StateShardCoordinator],
+    clock: ManualClock,
+    *,
+    calls: list[str] | None = None,
+    limits: dict[str, int | None] | None = None,
+    trace: TraceWriter | None = None,
+) -> Master:
+    journal, coordinator = world
+    if calls is None:
+        return Master(
+            journal,
+            coordinator,
+            CATALOGUE,
+            ttl=TTL,
+            clock=clock,
+            reservations=Reservations(limits),
+            trace=trace,
+        )
+    return Master(
+        Spy(journal, "journal", calls),
+        Spy(coordinator, "coordinator", calls),
+        CATALOGUE,
+        ttl=TTL,
+        clock=clock,
+        reservations=Recorder(calls, limits),
+        trace=trace,
+    )
+
+
+# -- F314 §4 item 6: master-authoritative result identity (L7) --------------------------------
+
+
+def test_the_masters_active_id_beats_an_inconsistent_worker_report(
+    world: Any, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal, coordinator = world
+    m = make(world, clock)
+    assert m.dispatch(W1, R1).ok
+    with caplog.at_level(logging.WARNING, logger="leasefence.master"):
+        out = m.handle_result(R1, result(W1, reported="s2"))
+    assert (out.stale, out.task, out.mismatch, out.work_ok, out.state_ok) == (
+        False, "s1", True, True, True,
+    )  # fmt: skip
+    assert m.counters.id_mismatches == 1
+    assert "reported state task s2" in caplog.text
+    assert "stored ID is used" in caplog.text
+    assert coordinator.stats("s1").completions == 1
+    with pytest.raises(KeyError):
+        coordinator.stats("s2")  # the reported task was never touched
+    assert W1 in journal.completed
+    assert not m.active
+
+
+def test_without_an_active_id_the_old_protocol_report_is_used(
+    world: Any, clock: ManualClock
+) -> None:
+    journal, coordinator = world
+    m = make(world, clock)
+    # Leases taken outside this master (it holds no active ID for rank 1): the old protocol.
+    assert journal.lease(W1, 1)
+    assert coordinator.lease("s1", 1)
+    out = m.handle_result(R1, result(W1, reported="s1"))
+    assert (out.stale, out.task, out.mismatch, out.work_ok, out.state_ok) == (
+        False, "s1", False, True, True,
+    )  # fmt: skip
+    assert m.counters.results_without_dispatch == 1
+    assert m.counters.id_mismatches == 0
+    # With no report either, the work completes and no state task is touched.
+    assert journal.lease(W3, 2)
+    assert coordinator.lease("s2", 2)
+    out = m.handle_result(R2, result(W3, reported=None))
+    assert (out.task, out.work_ok, out.state_ok) == (None, True, False)
+    assert coordinator.active_owner("s2") == 2
+
+
+# -- the dispatch transaction and _reject_dispatch -------------------------------------------
+
+
+def _refuse(step: str, world: Any) -> dict[str, int | None]:
+    """Arrange for ``step`` to refuse a dispatch of W1 to rank 1; returns reservation limits."""
+    journal, coordinator = world
+    if step == "lease_work":
+        assert journal.lease(W1, 2)  # rank 2 holds the work
+    elif step == "lease_state":
+        assert coordinator.lease("s1", 2)  # rank 2 holds the state task (W2's payload)
+    kind = {"reserve_target": "target", "reserve_parameter": "parameter"}.get(step)
+    kind = kind or ("algorithm" if step == "reserve_algorithm" else None)
+    return {kind: 0} if kind else {}
+
+
+UNDO_CALLS = {
+    "reserve_target": "release target",
+    "reserve_parameter": "release parameter",
+    "reserve_algorithm": "release algorithm",
+    "lease_work": "journal.abandon -> True",
+}
+
+
+@pytest.mark.parametrize("step", DISPATCH_STEPS)
+def test_reject_dispatch_releases_in_reverse_order_for_a_refusal_at_each_step(
+    step: str, world: Any, clock: ManualClock
+) -> None:
+    journal, coordinator = world
+    limits = _refuse(step, world)
+    calls: list[str] = []
+    m = make(world, clock, calls=calls, limits=limits)
+    out = m.dispatch(W1, R1)
+    taken = DISPATCH_STEPS[: DISPATCH_STEPS.index(step)]
+    assert (out.ok, out.taken, out.refused, out.undone) == (False, taken, step, taken[::-1])
+    # The calls after the refusal are exactly the undo of each taken step, last first.
+    refusal = next(i for i, c in enumerate(calls) if c.startswith("refuse") or c.endswith("False"))
+    assert calls[refusal + 1 :] == [UNDO_CALLS[s] for s in reversed(taken)]
+    # Nothing stays reserved or leased by rank 1; the rank is still idle.
+    assert m.reservations.held() == {}
+    assert not m.active
+    assert journal.leases.get(W1) is None or journal.leases[W1].worker == 2
+    assert coordinator.active_owner("s1") in (None, 2)
+    assert m.counters.refused_leases + m.counters.refused_reservations == 1
+    # The model decides the same (a reservation refusal is injected into it by name).
+    injected = step if step.startswith("reserve") else None
+    b = model.Bounds(task_of=((W1, "s1"), (W2, "s1"), (W3, "s2")), ranks=(1, 2))
+    s = model.initial_state()
+    if step == "lease_work":
+        _, s = model.dispatch_work(s, W1, 2, b)
+    elif step == "lease_state":
+        _, s = model.dispatch_work(s, W2, 2, b)
+    mo, _ = model.dispatch_work(s, W1, 1, b, refuse=injected)
+    assert (mo.ok, mo.taken, mo.refused, mo.undone) == (out.ok, out.taken, out.refused, out.undone)
+
+
+def test_a_successful_dispatch_holds_its_reservations_until_its_result(
+    world: Any, clock: ManualClock
+) -> None:
+    m = make(world, clock, limits={"target": 1})
+    assert m.dispatch(W1, R1).ok
+    assert m.reservations.held() == {
+        ("target", "t1"): 1,
+        ("parameter", "bound=16"): 1,
+        ("algorithm", "smt"): 1,
+    }
+    assert m.dispatch(W2, R2).refused == "reserve_target"  # t1 is held by rank 1's dispatch
+    with pytest.raises(RankBusy):
+        m.dispatch(W3, R1)
+    m.handle_result(R1, result(W1, "s1"))
+    assert m.reservations.held() == {}
+    assert m.dispatch(W2, R2).ok
+
+
+# -- fences: late, stale and duplicated results -----------------------------------------------
+
+
+def test_a_late_result_after_reclaim_and_release_to_another_rank_is_refused(
+    world: Any, clock: ManualClock
+) -> None:
+    journal, coordinator = world
+    m = make(world, clock)
+    assert m.dispatch(W1, R1).ok
+    clock.advance(TTL)
+    assert m.reclaim_expired() == [W1]
+    assert not m.active  # rank 1's dispatch is forgotten
+    assert m.dispatch(W1, R2).ok
+    late = m.handle_result(R1, result(W1, "s1"))
+    assert (late.stale, late.work_ok, late.state_ok) == (False, False, False)
+    assert m.counters.wrong_owner_rejections == 1
+    assert journal.leases[W1].worker == 2
+    assert coordinator.active_owner("s1") == 2
+    assert W1 not in journal.completed
+    now = m.handle_result(R2, result(W1, "s1"))
+    assert now.work_ok
+    assert now.state_ok
+    assert W1 in journal.completed
+
+
+def test_a_result_for_another_work_than_the_ranks_active_dispatch_is_stale(
+    world: Any, clock: ManualClock
+) -> None:
+    journal, _ = world
+    m = make(world, clock)
+    assert m.dispatch(W1, R1).ok
+    clock.advance(TTL)
+    m.reclaim_expired()
+    assert m.dispatch(W3, R1).ok  # rank 1 got new work before its old result arrived
+    out = m.handle_result(R1, result(W1, "s1"))
+    assert out.stale
+    assert not out.work_ok
+    assert m.counters.stale_results == 1
+    assert m.active[R1].work_id == W3
+    assert W1 not in journal.completed
+
+
+def test_a_duplicated_result_completes_at_most_once(world: Any, clock: ManualClock) -> None:
+    journal, coordinator = world
+    m = make(world, clock)
+    assert m.dispatch(W1, R1).ok
+    first = m.handle_result(R1, result(W1, "s1"))
+    second = m.handle_result(R1, result(W1, "s1"))
+    assert first.work_ok
+    assert first.state_ok
+    assert not second.work_ok
+    assert not second.state_ok
+    assert m.counters.completed == 1
+    assert m.counters.duplicate_completions == 0
+    assert m.counters.wrong_owner_rejections == 1
+    assert coordinator.stats("s1").completions == 1
+    assert journal.attempts[W1] == 1
+
+
+def test_a_failed_result_abandons_both_leases_and_the_work_is_dispatched_again(
+    world: Any, clock: ManualClock
+) -> None:
+    journal, coordinator = world
+    m = make(world, clock)
+    sends = m.dispatch_pending([R1])
+    assert [(r, w.work_id) for r, w in sends] == [(R1, W1)]
+    out = m.handle_result(R1, result(W1, "s1", ok=False))
+    assert out.work_ok
+    assert out.state_ok
+    assert coordinator.stats("s1").failures == 1
+    assert W1 not in journal.leases
+    assert m.counters.failed == 1
+    assert [(r, w.work_id) for r, w in m.dispatch_pending([R2])] == [(R2, W1)]
+
+
+def test_a_malformed_message_is_counted_and_dropped_and_the_master_keeps_going(
+    world: Any, clock: ManualClock
+) -> None:
+    m = make(world, clock)
+    transport = InProcessTransport(trivial_worker, (1,))
+    for tag, data in [(Tag.RESULT, b"\x80\x04garbage"), (77, b"{}"), (Tag.BYE, b"{}")]:
+        transport.inject_raw(1, tag, data)
+        env = transport.receive(0.0)
+        assert env is not None
+        assert deliver(m, env) is None
+    assert m.counters.malformed_messages == 3
+    assert m.dispatch(W1, R1).ok
+
+
+# -- restart (L6) ---------------------------------------------------------------------------
+
+
+def test_a_restarted_master_refuses_results_from_before_and_redispatches_unfinished_work(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    paths = (tmp_path / "journal.jsonl", tmp_path / "snapshot.json")
+    trace = TraceWriter(
+        tmp_path / "trace.ndjson",
+        ttl=TTL,
+        ranks=[1, 2],
+        task_of={i.work_id: i.state_task_id for i in CATALOGUE},
+    )
+    m = Master.open(*paths, CATALOGUE, ttl=TTL, clock=clock, trace=trace)
+    assert m.dispatch(W1, R1).ok
+    assert m.dispatch(W3, R2).ok
+    clock.advance(TTL)  # rank 1's lease expires while the master is down
+    m2 = m.restart_master()
+    assert isinstance(m2.coordinator, StateShardCoordinator)
+    assert m2.coordinator.epoch == 2
+    assert not m2.active
+    late = m2.handle_result(R1, result(W1, "s1"))
+    assert not late.work_ok
+    assert not late.state_ok
+    sends = m2.dispatch_pending([R1, R2])
+    # Both leases were reclaimed at restart; W2 waits because W1 holds their state task s1.
+    assert [(r, w.work_id) for r, w in sends] == [(R1, W1), (R2, W3)]
+    assert m2.counters.refused_leases == 1
+    assert m2.counters.duplicate_completions == 0
+    m2.close()
+    trace.close()
+    with (tmp_path / "trace.ndjson").open() as fh:
+        report = validate(fh)
+    assert report.ok, report.divergence
+    assert report.counts["RestartMaster"] == 1
+
+
+def test_a_result_from_before_a_restart_within_the_ttl_completes_the_work_but_not_the_stale_state(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    m = Master.open(tmp_path / "j.jsonl", tmp_path / "s.json", CATALOGUE, ttl=TTL, clock=clock)
+    assert m.dispatch(W1, R1).ok
+    m2 = m.restart_master()
+    out = m2.handle_result(R1, result(W1, "s1"))
+    # The journal lease survived (not expired) and rank 1 owns it; the state lease is from the
+    # old epoch and grants nothing (L6): exactly the model's restart_master + deliver_result.
+    assert (out.task, out.work_ok, out.state_ok) == ("s1", True, False)
+    b = model.Bounds(task_of=((W1, "s1"), (W2, "s1"), (W3, "s2")), ranks=(1, 2), ttl=10)
+    _, s = model.dispatch_work(model.initial_state(), W1, 1, b)
+    mo, _ = model.deliver_result(model.restart_master(s, b), 1, W1, "s1", True, b)
+    assert (mo.task, mo.work_ok, mo.state_ok) == (out.task, out.work_ok, out.state_ok)
+    m2.close()
+
+
+# -- the trace ------------------------------------------------------------------------------
+
+
+def test_the_trace_reader_ignores_a_torn_last_line_and_a_reopened_writer_cuts_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.ndjson"
+    w = TraceWriter(path, ttl=1.0, ranks=[1], task_of={W1: "s1"})
+    w.dispatch_work(W1, 1, 5.0, True, None)
+    w.close()
+    with path.open("a") as fh:
+        fh.write('{"event":"DeliverRes')
+    assert [e["event"] for e in read_trace(path)] == ["Header", "DispatchWork"]
+    w = TraceWriter(path, ttl=1.0, ranks=[1], task_of={W1: "s1"})
+    w.restart_master(6.0)
+    w.close()
+    assert [e["event"] for e in read_trace(path)] == [
+        "Header", "DispatchWork", "Header", "RestartMaster",
+    ]  # fmt: skip
+
+
+# -- whole in-process runs --------------------------------------------------------------------
+
+
+def _run(
+    tmp_path: Path,
+    items: list[WorkItem],
+    worker: Callable[..., Any],
+    inject: Injection,
+    ranks: tuple[int, ...] = (1, 2, 3),
+) -> Master:
+    clock = ManualClock()
+    trace = TraceWriter(
+        tmp_path / "trace.ndjson",
+        ttl=TTL,
+        ranks=ranks,
+        task_of={i.work_id: i.state_task_id for i in items},
+    )
+    m = Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=clock, trace=trace
+    )
+    transport = InProcessTransport(worker, ranks, inject=inject, clock=clock, late_s=2 * TTL)
+    master_dispatch(m, transport, poll=1.0)
+    assert set(transport.stopped) == set(ranks)
+    m.close()
+    trace.close()
+    return m
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_in_process_run_with_every_fault_completes_each_item_exactly_once(
+    tmp_path: Path, seed: int
+) -> None:
+    items = generate(30, seed)
+    inject = Injection(
+        frozenset({"late", "dup", "wrong-id", "missing-id", "malformed", "reorder"}), 0.3, seed
+    )
+    m = _run(tmp_path, items, trivial_worker, inject)
+    c = m.counters
+    assert c.duplicate_completions == 0
+    assert c.completed == len(items)
+    assert c.id_mismatches > 0
+    assert c.malformed_messages > 0
+    assert c.wrong_owner_rejections > 0
+    assert c.stale_results + c.results_without_dispatch > 0  # late results arrived
+    events = read_trace(tmp_path / "trace.ndjson")
+    done = [e["w"] for e in events if e["event"] == "DeliverResult" and e["ok"] and e["work_ok"]]
+    assert sorted(done) == sorted(i.work_id for i in items)  # each exactly once
+    with (tmp_path / "trace.ndjson").open() as fh:
+        report = validate(fh)
+    assert report.ok, report.divergence
+
+
+# -- the workload ---------------------------------------------------------------------------
+
+
+def test_the_workload_is_deterministic_and_maps_several_payloads_to_one_state_task() -> None:
+    items = generate(40, seed=7)
+    assert items == generate(40, seed=7)
+    assert items != generate(40, seed=8)
+    for i in items:
+        assert i.work_id == work_id_of(i.payload)
+        assert i.work_id == hashlib.sha256(canonical(i.payload)).hexdigest()
+        assert json.loads(canonical(i.payload)) == dict(i.payload)
+    assert len({i.work_id for i in items}) == 40
+    assert len({i.state_task_id for i in items}) < 40  # siblings share a state task
+
+
+def test_the_z3_worker_reaches_targets_with_witnesses_the_master_verifies() -> None:
+    items = generate(12, seed=0)
+    outcomes = [solve_branch(i.work()) for i in items]
+    assert all(o.ok and o.output["status"] in ("sat", "unsat") for o in outcomes)
+    assert all(o.cpu_s >= 0 for o in outcomes)
+    sat = [(i, o) for i, o in zip(items, outcomes, strict=True) if o.output["status"] == "sat"]
+    assert sat
+    assert all(reached(i, o.output) for i, o in sat)
+    i, o = sat[0]
+    assert not reached(i, {**o.output, "x": int(i.payload["bound"]) + 1})

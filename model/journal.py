@@ -26,6 +26,10 @@ def lease_work(
     Grants the lease to ``worker`` stamped with Unix time and tagged ``unix`` (L4), counts an
     attempt and appends one record. A refused lease changes nothing (L3). Defect 1 refused
     only completed IDs; defect 3 stamped monotonic time with no tag.
+
+    post: __return__[0] or __return__[1] == j
+    post: flavour != Flavour.FIXED or not __return__[0] or (work not in j.completed and get(j.leases, work) is None)
+    post: flavour != Flavour.FIXED or not __return__[0] or get(__return__[1].leases, work) == Lease(worker, wall, CLOCK_UNIX)
     """
     if work in j.completed:
         return False, j

@@ -29,6 +29,14 @@ def reclaimable(
 
     Pre-fix (defect 3) recovery compared monotonic values only: ``mono - updated >= ttl``, which
     is negative after a reboot, so not even ``ttl == 0`` reclaimed such a lease.
+
+    Contracts (checked by CrossHair, see ``leasefence verify``):
+
+    pre: ttl >= 0
+    post: flavour != Flavour.FIXED or ttl != 0 or __return__
+    post: flavour != Flavour.FIXED or clock == CLOCK_UNIX or __return__
+    post: flavour != Flavour.FIXED or not (wall - updated >= ttl) or __return__
+    post: flavour != Flavour.FIXED or any(reclaimable(updated, clock, wall + d, mono + d, ttl) for d in range(2 * ttl + 1))
     """
     if flavour is Flavour.MONOTONIC_PERSISTED:
         return mono - updated >= ttl
@@ -48,6 +56,9 @@ def authoritative_state_task(
 
     The worker's report is used only when the master holds no active ID (old protocol).
     Pre-fix (defect 4) preferred the report whenever there was one.
+
+    post: flavour != Flavour.FIXED or active is None or __return__ == active
+    post: active is not None or __return__ == reported
     """
     if flavour is Flavour.REPORTED_ID_WINS and reported is not None:
         return reported

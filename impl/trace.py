@@ -115,7 +115,7 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The events of a trace file. A torn last line (no newline, or not JSON) is ignored; a bad
+    """The events of a trace file. A torn last line (not JSON) is ignored; a bad
     line followed by more lines raises ``ValueError`` naming its line number."""
     lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
     events: list[dict[str, Any]] = []

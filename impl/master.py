@@ -271,8 +271,14 @@ class Master:
         step = StepClock(clock)
         restarting = Path(journal_path).exists() and Path(journal_path).stat().st_size > 0
         restarting |= snapshot_path is not None and Path(snapshot_path).exists()
-        coordinator = StateShardCoordinator(snapshot_path, clock=step)
+        # The journal first: its exclusive lock keeps a second master off these files before
+        # the coordinator loads (and re-saves) the snapshot into a new epoch.
         journal = WorkLeaseJournal(journal_path, clock=step)
+        try:
+            coordinator = StateShardCoordinator(snapshot_path, clock=step)
+        except BaseException:
+            journal.close()
+            raise
         master = cls(
             journal,
             coordinator,

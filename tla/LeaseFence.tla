@@ -1,0 +1,546 @@
+----------------------------- MODULE LeaseFence -----------------------------
+(***************************************************************************)
+(* Reboot-safe local lease fencing and single-owner dispatch (F314).       *)
+(*                                                                         *)
+(* A master dispatches units of work to worker ranks.  Each dispatch is    *)
+(* one compensating transaction: lease the exact work item in the work     *)
+(* journal (WorkLeaseJournal), lease its abstract state task in the        *)
+(* state-shard coordinator (StateShardCoordinator), send.  Results may     *)
+(* arrive late, duplicated, reordered, across master restarts, naming any  *)
+(* state ID or none.  Clocks fault: reboots reset monotonic time, the wall *)
+(* clock may be stepped back.                                              *)
+(*                                                                         *)
+(* This module describes exactly the state machine of the Python reference *)
+(* model, leasefence.model.system.successors(), with WithinConstraint as   *)
+(* its state constraint; `leasefence tlc agree` checks that both explore   *)
+(* the same state graph.  Every variable is a field of model.state.State;  *)
+(* the model's maps (sorted tuples of the keys present) are functions      *)
+(* whose DOMAIN is the set of keys present.  Each component operator below *)
+(* is a pure function returning [ok |-> result, next |-> new value], like  *)
+(* the model's `(result, next)`.  The mapping table (TLA+ action | model   *)
+(* function | implementation method | trace event) is in tla/README.md.   *)
+(*                                                                         *)
+(* Each pre-fix defect of F314 is switched back on, one at a time, by the  *)
+(* constant Flavour (model.flavours.Flavour).                              *)
+(***************************************************************************)
+EXTENDS Integers, FiniteSets
+
+CONSTANTS
+    TaskOf,        \* work ID -> state task ID (different payloads may share a task)
+    Ranks,         \* worker ranks (MPI ranks), positive integers
+    TTL,           \* lease TTL, in ticks
+    MaxWall,       \* last wall-clock (and monotonic) tick
+    MaxReboots,    \* reboots (monotonic origin resets)
+    MaxRollbacks,  \* wall-clock rollbacks
+    MaxRestarts,   \* master restarts (counted by the coordinator's epoch)
+    MaxAttempts,   \* leases of one work ID (state constraint)
+    MaxLeases,     \* leases in all (state constraint)
+    MaxDups,       \* duplicated results
+    Flavour,       \* "fixed" (F314) or one pre-fix defect "defect1".."defect4"
+    NoTask         \* a model value: "no state ID" (the model's None)
+
+Works == DOMAIN TaskOf
+Tasks == {TaskOf[w] : w \in Works}
+
+\* The protocol as F314 fixes it, and each pre-fix defect switched back on alone.
+Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4"}
+\* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
+Defect1 == Flavour = "defect1"
+\* defect2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
+Defect2 == Flavour = "defect2"
+\* defect3: time.monotonic() persisted with no clock tag, and recovery compared it as is.
+Defect3 == Flavour = "defect3"
+\* defect4: the state ID reported by the worker was preferred over the master's stored one.
+Defect4 == Flavour = "defect4"
+
+ASSUME /\ Flavour \in Flavours
+       /\ Ranks \subseteq Nat \ {0}
+       /\ NoTask \notin Tasks
+       /\ \A n \in {TTL, MaxWall, MaxReboots, MaxRollbacks, MaxRestarts,
+                    MaxAttempts, MaxLeases, MaxDups} : n \in Nat
+
+(* Clock domains of a persisted timestamp (model.rules.CLOCKS).  "unix":     *)
+(* tagged Unix time (F314).  "legacy": an untagged monotonic value from a    *)
+(* journal written before F314.  "mono": an untagged monotonic value written *)
+(* by pre-fix code (defect 3); on disk it looks exactly like "legacy".       *)
+Clocks == {"unix", "legacy", "mono"}
+
+\* The monotonic stamp of a legacy record: an uptime from an earlier boot,
+\* larger than any reachable one (Bounds.legacy_stamp).
+LegacyStamp == MaxWall + 1
+
+VARIABLES
+    wall,         \* Unix time, in ticks
+    mono,         \* monotonic time, in ticks (reset by a reboot)
+    journal,      \* the work journal after replaying its records (model.state.Journal)
+    coordinator,  \* the state-shard coordinator (model.state.Coordinator)
+    active,       \* rank -> its one active dispatch [work, task], as the master stored it
+    net,          \* results in flight: one <<rank, work>> per payload sent
+    dups,         \* deliveries that left their message in flight (duplicated results)
+    reboots,      \* reboots so far
+    rollbacks     \* wall-clock rollbacks so far
+
+vars == <<wall, mono, journal, coordinator, active, net, dups, reboots, rollbacks>>
+
+-----------------------------------------------------------------------------
+(* Maps with the keys present as DOMAIN (model.state.get / put / drop).     *)
+EmptyMap == [k \in {} |-> 0]
+Has(m, k) == k \in DOMAIN m
+Put(m, k, v) == [x \in DOMAIN m \cup {k} |-> IF x = k THEN v ELSE m[x]]
+Drop(m, k) == [x \in DOMAIN m \ {k} |-> m[x]]
+Without(m, ks) == [x \in DOMAIN m \ ks |-> m[x]]
+
+\* The sum of the values of a map of integers.
+MapSum(m) ==
+    LET RECURSIVE Sum(_)
+        Sum(D) == IF D = {} THEN 0
+                  ELSE LET k == CHOOSE x \in D : TRUE IN m[k] + Sum(D \ {k})
+    IN  Sum(DOMAIN m)
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* TypeOK: every variable holds a value of its type and range              *)
+(* (model.invariants.type_ok).                                             *)
+(***************************************************************************)
+\* Every variable holds a value of its type and range.
+TypeOK ==
+    /\ wall \in 0..MaxWall
+    /\ mono \in 0..MaxWall
+    /\ reboots \in 0..MaxReboots
+    /\ rollbacks \in 0..MaxRollbacks
+    /\ DOMAIN journal.leases \subseteq Works
+    /\ \A w \in DOMAIN journal.leases :
+          /\ journal.leases[w].owner \in Ranks
+          /\ journal.leases[w].updated \in Int
+          /\ journal.leases[w].clock \in Clocks
+    /\ journal.completed \subseteq Works
+    /\ DOMAIN journal.attempts \subseteq Works
+    /\ \A w \in DOMAIN journal.attempts : journal.attempts[w] \in Nat \ {0}
+    /\ coordinator.epoch \in 1..(MaxRestarts + 1)
+    /\ DOMAIN coordinator.leases \subseteq Tasks
+    /\ \A t \in DOMAIN coordinator.leases :
+          /\ coordinator.leases[t].owner \in Ranks
+          /\ coordinator.leases[t].updated \in Int
+          /\ coordinator.leases[t].epoch \in 1..coordinator.epoch
+    /\ DOMAIN coordinator.stats \subseteq Tasks
+    /\ \A t \in DOMAIN coordinator.stats :
+          \A f \in {"completions", "failures", "reward", "cost"} :
+             coordinator.stats[t][f] \in Nat
+    /\ DOMAIN active \subseteq Ranks
+    /\ \A r \in DOMAIN active :
+          /\ active[r].work \in Works
+          /\ active[r].task = TaskOf[active[r].work]
+    /\ net \subseteq Ranks \X Works
+    /\ dups \in 0..MaxDups
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Decision rules shared by the journal and the coordinator (model.rules). *)
+(***************************************************************************)
+
+(* Reclaimable (rules.reclaimable): whether recovery with TTL reclaims a     *)
+(* lease stamped `updated` in domain `clock`, the clocks reading `now` and   *)
+(* `monoNow`.  F314 3.2: (1) TTL = 0 reclaims every active record; (2) a     *)
+(* record without the Unix tag is legacy and is reclaimed; (3) otherwise     *)
+(* reclaim when now - updated >= TTL.  Beyond F314: a Unix record dated more *)
+(* than TTL in the future (the wall clock was stepped back) is reclaimed.    *)
+(* Defect 3 compared monotonic values only, negative after a reboot.         *)
+Reclaimable(updated, clock, now, monoNow) ==
+    IF Defect3 THEN monoNow - updated >= TTL
+    ELSE \/ TTL = 0
+         \/ clock # "unix"
+         \/ updated - now > TTL
+         \/ now - updated >= TTL
+
+(* AuthoritativeStateTask (rules.authoritative_state_task): the task a      *)
+(* result commits.  The master's stored ID wins (L7); the report is used     *)
+(* only when the master holds none (old protocol).  Defect 4 preferred the   *)
+(* report whenever there was one.                                            *)
+AuthoritativeStateTask(stored, reported) ==
+    IF Defect4 /\ reported # NoTask THEN reported
+    ELSE IF stored # NoTask THEN stored ELSE reported
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* The work journal (WorkLeaseJournal), as pure operators on its value     *)
+(* (model.journal).  Each returns [ok |-> ..., next |-> journal].  A       *)
+(* refused call returns the journal unchanged: it writes nothing.          *)
+(***************************************************************************)
+
+\* The fence in force: defect 1 ignored the worker (complete/abandon were unconditional).
+Fenced == ~Defect1
+
+Refused(x) == [ok |-> FALSE, next |-> x]
+
+(* LeaseWork(j, w, r) mirrors journal.lease_work.  Succeeds for a work ID   *)
+(* neither completed nor actively leased (L1): grants the lease to r,       *)
+(* stamped with Unix time and tagged "unix" (L4), and counts an attempt.    *)
+(* Defect 1 refused only completed IDs; defect 3 stamped monotonic time     *)
+(* with no tag.                                                             *)
+LeaseWork(j, w, r) ==
+    IF w \in j.completed \/ (Has(j.leases, w) /\ ~Defect1)
+    THEN Refused(j)
+    ELSE LET lease == IF Defect3 THEN [owner |-> r, updated |-> mono, clock |-> "mono"]
+                                 ELSE [owner |-> r, updated |-> wall, clock |-> "unix"]
+             n     == IF Has(j.attempts, w) THEN j.attempts[w] ELSE 0
+         IN  [ok |-> TRUE,
+              next |-> [j EXCEPT !.leases = Put(j.leases, w, lease),
+                                 !.attempts = Put(j.attempts, w, n + 1)]]
+
+(* CompleteWork(j, w, r) mirrors journal.complete_work.  Succeeds for an ID *)
+(* not completed whose active lease r owns (L2): marks it completed and     *)
+(* drops its lease.  Unfenced (defect 1): any ID not yet completed.         *)
+CompleteWork(j, w, r) ==
+    IF w \in j.completed THEN Refused(j)
+    ELSE IF Fenced /\ ~(Has(j.leases, w) /\ j.leases[w].owner = r) THEN Refused(j)
+    ELSE [ok |-> TRUE,
+          next |-> [j EXCEPT !.leases = Drop(j.leases, w),
+                             !.completed = j.completed \cup {w}]]
+
+(* AbandonWork(j, w, r) mirrors journal.abandon_work.  Succeeds when the    *)
+(* lease exists and r owns it (L2; unfenced under defect 1): drops the      *)
+(* lease, so the work may be leased again.                                  *)
+AbandonWork(j, w, r) ==
+    IF ~Has(j.leases, w) \/ (Fenced /\ j.leases[w].owner # r) THEN Refused(j)
+    ELSE [ok |-> TRUE, next |-> [j EXCEPT !.leases = Drop(j.leases, w)]]
+
+(* RecoverWork(j) mirrors journal.recover_work.  Reclaims every active      *)
+(* lease the recovery rule selects; `gone` is the set of reclaimed IDs.     *)
+RecoverWork(j) ==
+    LET gone == {w \in DOMAIN j.leases :
+                    Reclaimable(j.leases[w].updated, j.leases[w].clock, wall, mono)}
+    IN  [gone |-> gone, next |-> [j EXCEPT !.leases = Without(j.leases, gone)]]
+
+(* CompactJournalOp(j) mirrors journal.compact_journal: one record per      *)
+(* completed ID and per active lease, each keeping its own clock tag.  The  *)
+(* abstract state is unchanged; only the file shrinks.                      *)
+CompactJournalOp(j) == j
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* The state-shard coordinator (StateShardCoordinator), as pure operators  *)
+(* on its value (model.coordinator).  A lease is active when it was taken  *)
+(* in the coordinator's current epoch; older ones are stale (L6).          *)
+(***************************************************************************)
+
+IsActive(c, t) == Has(c.leases, t) /\ c.leases[t].epoch = c.epoch
+Owned(c, t, r) == IsActive(c, t) /\ c.leases[t].owner = r
+
+NoStats == [completions |-> 0, failures |-> 0, reward |-> 0, cost |-> 0]
+
+\* The statistics of t plus one outcome (coordinator._add).
+AddStats(c, t, completions, failures, reward, cost) ==
+    LET old == IF Has(c.stats, t) THEN c.stats[t] ELSE NoStats
+    IN  Put(c.stats, t, [completions |-> old.completions + completions,
+                         failures    |-> old.failures + failures,
+                         reward      |-> old.reward + reward,
+                         cost        |-> old.cost + cost])
+
+(* LeaseState(c, t, r) mirrors coordinator.lease_state.  Succeeds when t    *)
+(* has no active lease (L1); a stale one is replaced.  Defect 2 overwrote   *)
+(* the active owner; defect 3 stamped monotonic time.                       *)
+LeaseState(c, t, r) ==
+    IF IsActive(c, t) /\ ~Defect2 THEN Refused(c)
+    ELSE LET stamp == IF Defect3 THEN mono ELSE wall
+         IN  [ok |-> TRUE,
+              next |-> [c EXCEPT !.leases = Put(c.leases, t,
+                                   [owner |-> r, updated |-> stamp, epoch |-> c.epoch])]]
+
+(* CompleteState(c, t, r) mirrors coordinator.complete_state (reward and    *)
+(* cost 1).  Succeeds when r owns the active lease of t (L2): frees the     *)
+(* task and books one completion.  Defect 2 completed whatever active lease *)
+(* there was, whoever owned it.                                             *)
+CompleteState(c, t, r) ==
+    IF ~IsActive(c, t) THEN Refused(c)
+    ELSE IF ~Owned(c, t, r) /\ ~Defect2 THEN Refused(c)
+    ELSE [ok |-> TRUE,
+          next |-> [c EXCEPT !.leases = Drop(c.leases, t),
+                             !.stats = AddStats(c, t, 1, 0, 1, 1)]]
+
+(* AbandonState(c, t, r) mirrors coordinator.abandon_state (cost 1).        *)
+(* Succeeds when r owns the active lease of t (L2): frees the task and      *)
+(* books one failure.                                                       *)
+AbandonState(c, t, r) ==
+    IF ~Owned(c, t, r) THEN Refused(c)
+    ELSE [ok |-> TRUE,
+          next |-> [c EXCEPT !.leases = Drop(c.leases, t),
+                             !.stats = AddStats(c, t, 0, 1, 0, 1)]]
+
+(* DiscardState(c, t, r) mirrors coordinator.discard_state.  Succeeds when  *)
+(* r owns the active lease of t (L2): frees the task, statistics untouched. *)
+(* No system action uses it yet (the model's successors() does not).        *)
+DiscardState(c, t, r) ==
+    IF ~Owned(c, t, r) THEN Refused(c)
+    ELSE [ok |-> TRUE, next |-> [c EXCEPT !.leases = Drop(c.leases, t)]]
+
+(* RecoverStates(c) mirrors coordinator.recover_states (recover_expired).   *)
+(* Voids every stale lease and every expired active one (the journal's rule *)
+(* for Unix records); statistics are untouched.                             *)
+RecoverStates(c) ==
+    LET gone == {t \in DOMAIN c.leases :
+                    \/ c.leases[t].epoch # c.epoch
+                    \/ Reclaimable(c.leases[t].updated, "unix", wall, mono)}
+    IN  [gone |-> gone, next |-> [c EXCEPT !.leases = Without(c.leases, gone)]]
+
+(* RestartCoordinator(c) mirrors coordinator.restart_coordinator: loads the *)
+(* snapshot into the next epoch (L6).  Statistics survive; every lease keeps *)
+(* its owner for the record but its time is zeroed and its epoch is now     *)
+(* older, so it grants no ownership and the first RecoverStates clears it.  *)
+RestartCoordinator(c) ==
+    [epoch  |-> c.epoch + 1,
+     leases |-> [t \in DOMAIN c.leases |-> [c.leases[t] EXCEPT !.updated = 0]],
+     stats  |-> c.stats]
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* The system (model.system): the master's dispatch transaction and result *)
+(* handling, recovery, restarts, and clocks with faults.                   *)
+(***************************************************************************)
+
+(* Init mirrors system.initial_state: an empty journal and coordinator      *)
+(* (epoch 1), no dispatch, nothing in flight, clocks at zero.               *)
+Init ==
+    /\ wall = 0
+    /\ mono = 0
+    /\ journal = [leases |-> EmptyMap, completed |-> {}, attempts |-> EmptyMap]
+    /\ coordinator = [epoch |-> 1, leases |-> EmptyMap, stats |-> EmptyMap]
+    /\ active = EmptyMap
+    /\ net = {}
+    /\ dups = 0
+    /\ reboots = 0
+    /\ rollbacks = 0
+
+(* DispatchWork(w, r) mirrors system.dispatch_work (Master.dispatch).       *)
+(* Enabled when rank r has no active dispatch.  One compensating            *)
+(* transaction, atomic: reserve target, parameter and algorithm (not part   *)
+(* of the state: they always succeed here), LeaseWork, LeaseState, send.    *)
+(* If LeaseWork refuses, nothing changes.  If LeaseState refuses,           *)
+(* RejectDispatch undoes LeaseWork with AbandonWork (the attempt stays      *)
+(* counted) and nothing is sent.  On success the master stores              *)
+(* [work |-> w, task |-> TaskOf[w]] for r and the payload is in flight.     *)
+DispatchWork(w, r) ==
+    LET t  == TaskOf[w]
+        lw == LeaseWork(journal, w, r)
+        ls == LeaseState(coordinator, t, r)
+    IN  /\ ~Has(active, r)
+        /\ IF ~lw.ok THEN UNCHANGED vars
+           ELSE IF ~ls.ok
+           THEN \* RejectDispatch: undo the steps taken, in reverse order.
+                /\ journal' = AbandonWork(lw.next, w, r).next
+                /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks>>
+           ELSE /\ journal' = lw.next
+                /\ coordinator' = ls.next
+                /\ active' = Put(active, r, [work |-> w, task |-> t])
+                /\ net' = net \cup {<<r, w>>}
+                /\ UNCHANGED <<wall, mono, dups, reboots, rollbacks>>
+
+(* DeliverResult(r, w, reported, ok, keep) mirrors system.deliver_result    *)
+(* (Master.handle_result).  Enabled for a result in flight from r about w;  *)
+(* it may be late or reordered and report any state ID or none (NoTask: the *)
+(* old protocol).  With keep (only while dups < MaxDups) the message stays  *)
+(* in flight: a duplicated result.  The source rank is the fence.  A result *)
+(* for another work ID than r's active dispatch is stale and changes        *)
+(* nothing else.  Otherwise the task is AuthoritativeStateTask (L7);        *)
+(* success runs CompleteWork then CompleteState, failure AbandonWork then   *)
+(* AbandonState (the state step only when the work step succeeded and       *)
+(* there is a task); each refuses a rank that is not the owner (L2).  r's   *)
+(* dispatch ends.                                                           *)
+DeliverResult(r, w, reported, ok, keep) ==
+    /\ <<r, w>> \in net
+    /\ keep => dups < MaxDups
+    /\ net' = IF keep THEN net ELSE net \ {<<r, w>>}
+    /\ dups' = IF keep THEN dups + 1 ELSE dups
+    /\ IF Has(active, r) /\ active[r].work # w
+       THEN UNCHANGED <<journal, coordinator, active>>
+       ELSE LET t  == AuthoritativeStateTask(IF Has(active, r) THEN active[r].task
+                                                               ELSE NoTask, reported)
+                wr == IF ok THEN CompleteWork(journal, w, r) ELSE AbandonWork(journal, w, r)
+                sr == IF ok THEN CompleteState(coordinator, t, r)
+                            ELSE AbandonState(coordinator, t, r)
+            IN  /\ journal' = wr.next
+                /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
+                /\ active' = Drop(active, r)
+    /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
+
+(* ReclaimExpired mirrors system.reclaim_expired (Master.reclaim_expired).  *)
+(* Always enabled: the master's periodic recovery runs RecoverWork and      *)
+(* RecoverStates with the TTL, then forgets every dispatch whose work or    *)
+(* task was reclaimed.                                                      *)
+ReclaimExpired ==
+    LET rw == RecoverWork(journal)
+        rs == RecoverStates(coordinator)
+    IN  /\ journal' = rw.next
+        /\ coordinator' = rs.next
+        /\ active' = [r \in {x \in DOMAIN active : /\ active[x].work \notin rw.gone
+                                                   /\ active[x].task \notin rs.gone}
+                        |-> active[r]]
+        /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks>>
+
+(* RestartMaster mirrors system.restart_master (Master.restart).  Enabled   *)
+(* while the coordinator's epoch is at most MaxRestarts.  The master is     *)
+(* killed and started on the same journal and snapshot: its memory (active  *)
+(* dispatches) is lost, RestartCoordinator loads the next epoch (L6), then  *)
+(* RecoverWork and RecoverStates run with the TTL.  Results in flight may   *)
+(* still arrive.                                                            *)
+RestartMaster ==
+    /\ coordinator.epoch <= MaxRestarts
+    /\ journal' = RecoverWork(journal).next
+    /\ coordinator' = RecoverStates(RestartCoordinator(coordinator)).next
+    /\ active' = EmptyMap
+    /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks>>
+
+(* Tick: enabled while both clocks are below MaxWall; one tick passes on    *)
+(* both.                                                                    *)
+Tick ==
+    /\ wall < MaxWall
+    /\ mono < MaxWall
+    /\ wall' = wall + 1
+    /\ mono' = mono + 1
+    /\ UNCHANGED <<journal, coordinator, active, net, dups, reboots, rollbacks>>
+
+(* RollbackClock(to): enabled while rollbacks < MaxRollbacks, for any tick  *)
+(* before the wall clock; the wall clock is stepped back to it.             *)
+RollbackClock(to) ==
+    /\ rollbacks < MaxRollbacks
+    /\ to \in 0..(wall - 1)
+    /\ wall' = to
+    /\ rollbacks' = rollbacks + 1
+    /\ UNCHANGED <<mono, journal, coordinator, active, net, dups, reboots>>
+
+(* Reboot: enabled while reboots < MaxReboots; the monotonic origin resets. *)
+Reboot ==
+    /\ reboots < MaxReboots
+    /\ mono' = 0
+    /\ reboots' = reboots + 1
+    /\ UNCHANGED <<wall, journal, coordinator, active, net, dups, rollbacks>>
+
+(* CompactJournal mirrors journal.compact_journal (WorkLeaseJournal.compact).*)
+(* Always enabled; the abstract state is unchanged (a stuttering step).     *)
+CompactJournal ==
+    /\ journal' = CompactJournalOp(journal)
+    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks>>
+
+(* LegacyRecord(w, r) mirrors journal.legacy_record.  A journal written     *)
+(* before F314 is opened: enabled only while the journal holds no record at *)
+(* all, so at most one legacy record arrives, before any F314 lease.  It    *)
+(* carries a monotonic stamp from another boot, no clock tag, and counts as *)
+(* an attempt.                                                              *)
+LegacyRecord(w, r) ==
+    /\ DOMAIN journal.attempts = {}
+    /\ journal' = [journal EXCEPT
+                     !.leases = Put(journal.leases, w,
+                                    [owner |-> r, updated |-> LegacyStamp, clock |-> "legacy"]),
+                     !.attempts = Put(journal.attempts, w, 1)]
+    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks>>
+
+(* Next mirrors system.successors: every action with every argument.        *)
+Next ==
+    \/ \E r \in Ranks, w \in Works : DispatchWork(w, r)
+    \/ \E r \in Ranks, w \in Works, reported \in Tasks \cup {NoTask},
+          ok \in BOOLEAN, keep \in BOOLEAN : DeliverResult(r, w, reported, ok, keep)
+    \/ ReclaimExpired
+    \/ RestartMaster
+    \/ Tick
+    \/ \E to \in 0..MaxWall : RollbackClock(to)
+    \/ Reboot
+    \/ CompactJournal
+    \/ \E w \in Works, r \in Ranks : LegacyRecord(w, r)
+
+Spec == Init /\ [][Next]_vars
+
+(* WithinConstraint mirrors system.within_constraint, the state constraint  *)
+(* (CONSTRAINT in the configs): at most MaxAttempts leases of one work ID   *)
+(* and MaxLeases in all.                                                    *)
+WithinConstraint ==
+    /\ \A w \in DOMAIN journal.attempts : journal.attempts[w] <= MaxAttempts
+    /\ MapSum(journal.attempts) <= MaxLeases
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* L1-L7 of F314 (model.invariants), each one condition, with F314's words.*)
+(***************************************************************************)
+
+\* L1: A local work/state ID has at most one active worker at any moment.
+L1_SingleOwner ==
+    \A r1, r2 \in DOMAIN active :
+        r1 # r2 => /\ active[r1].work # active[r2].work
+                   /\ active[r1].task # active[r2].task
+
+\* L2: complete, abandon and discard change state only when the worker is the current owner.
+\* Stated over what it protects: every rank's active dispatch still owns its
+\* work lease and its active state lease.
+L2_OwnerFenced ==
+    \A r \in DOMAIN active :
+        /\ Has(journal.leases, active[r].work)
+        /\ journal.leases[active[r].work].owner = r
+        /\ Owned(coordinator, active[r].task, r)
+
+\* L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
+L3Step ==
+    /\ \A w \in Works :
+          (Has(journal.leases, w) \/ w \in journal.completed) =>
+             /\ Has(journal'.attempts, w) = Has(journal.attempts, w)
+             /\ Has(journal.attempts, w) => journal'.attempts[w] = journal.attempts[w]
+             /\ (Has(journal.leases, w) /\ Has(journal'.leases, w))
+                   => journal'.leases[w] = journal.leases[w]
+    /\ \A t \in Tasks :
+          (/\ IsActive(coordinator, t)
+           /\ Has(coordinator'.leases, t)
+           /\ coordinator'.leases[t] # coordinator.leases[t])
+             => coordinator'.epoch # coordinator.epoch
+
+\* L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
+L3_RefusalChangesNothing == [][L3Step]_vars
+
+\* L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
+L4_UnixClockDomain ==
+    \A w \in DOMAIN journal.leases : journal.leases[w].clock # "mono"
+
+\* L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
+L5_LegacyMigratable ==
+    \A w \in DOMAIN journal.leases :
+        journal.leases[w].clock # "unix" =>
+            Reclaimable(journal.leases[w].updated, journal.leases[w].clock, wall, mono)
+
+\* Beyond F314: no lease stays stuck after a wall-clock rollback; each is reclaimable within 2*TTL.
+NoStuckLease ==
+    LET Frees(updated, clock) ==
+            \E d \in 0..(2 * TTL) : Reclaimable(updated, clock, wall + d, mono + d)
+    IN  /\ \A w \in DOMAIN journal.leases :
+              Frees(journal.leases[w].updated, journal.leases[w].clock)
+        /\ \A t \in DOMAIN coordinator.leases :
+              coordinator.leases[t].epoch = coordinator.epoch =>
+                 Frees(coordinator.leases[t].updated, "unix")
+
+\* L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
+\* Every active state lease belongs to a live dispatch of its owner in this epoch.
+L6_NoInheritedOwnership ==
+    \A t \in DOMAIN coordinator.leases :
+        coordinator.leases[t].epoch = coordinator.epoch =>
+            LET o == coordinator.leases[t].owner
+            IN  Has(active, o) /\ active[o].task = t
+
+\* L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
+\* No step, a restart included, ever loses a statistic.
+L6StatsStep ==
+    \A t \in DOMAIN coordinator.stats :
+        /\ Has(coordinator'.stats, t)
+        /\ \A f \in {"completions", "failures", "reward", "cost"} :
+              coordinator'.stats[t][f] >= coordinator.stats[t][f]
+
+\* L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
+L6_StatisticsSurvive == [][L6StatsStep]_vars
+
+\* L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
+\* When a rank's dispatch ends within one epoch, the task the master stored for
+\* it is the one released in that step: the rank holds no active lease of it.
+L7Step ==
+    coordinator'.epoch = coordinator.epoch =>
+        \A r \in DOMAIN active :
+            ~(Has(active', r) /\ active'[r] = active[r]) =>
+                ~Owned(coordinator', active[r].task, r)
+
+\* L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
+L7_AuthoritativeStateId == [][L7Step]_vars
+
+=============================================================================

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, str] = {
     "model": "leasefence.cmd_model",
     "verify": "leasefence.cmd_verify",
+    "tlc": "leasefence.cmd_tlc",
     "trace": "leasefence.cmd_trace",
     "journal": "leasefence.cmd_journal",
     "run": "leasefence.cmd_run",

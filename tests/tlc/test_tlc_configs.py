@@ -1,0 +1,63 @@
+"""TLC on the spec: the CI config passes, each must-fail config fails on its invariant, and the
+state graph TLC explores is the model's. Marked ``tlc``; skipped with the reason without TLC."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from leasefence.agree import agree, bounds_of_config
+from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
+from leasefence.tlc import TLA_DIR, Tools, check_config
+
+pytestmark = pytest.mark.tlc
+
+BUGGY = sorted(TLA_DIR.glob("BuggyDefect*.cfg"))
+
+
+def test_ci_config_explores_every_state_without_a_violation(tools: Tools) -> None:
+    v = check_config(TLA_DIR / "MCLeaseFence.cfg", tools)
+    assert v.result.errors == []
+    assert v.result.violated is None
+    assert v.ok, v.summary()
+    assert v.result.distinct_states == 9176  # the model's count for the same constants
+
+
+@pytest.mark.parametrize("cfg", BUGGY, ids=[c.stem for c in BUGGY])
+def test_must_fail_config_yields_a_counterexample_of_its_defects_invariant(
+    cfg: Path, tools: Tools
+) -> None:
+    v = check_config(cfg, tools)
+    assert v.result.errors == []
+    flavour = Flavour(f"defect{cfg.stem[-1]}")
+    assert v.result.violated in EXPECTED_VIOLATIONS[flavour], v.summary()
+    assert v.result.counterexample, "a violation comes with its trace"
+    assert v.result.counterexample[0].action == "Init"
+    assert v.ok
+
+
+def test_tlc_and_the_model_explore_the_same_graph_for_the_ci_constants(tools: Tools) -> None:
+    ag = agree(bounds_of_config(TLA_DIR / "MCLeaseFence.cfg"), tools)
+    assert ag.ok, "\n".join(ag.report())
+    assert len(ag.tlc.states) == len(ag.model.states) == 9176
+    assert ag.tlc.edges.keys() == ag.model.edges.keys()
+
+
+def test_agreement_reports_a_state_only_tlc_finds_when_the_spec_drifts(
+    tools: Tools, tmp_path: Path
+) -> None:
+    # The agreement check must be able to fail: drop Tick's monotonic guard from a copy.
+    for src in TLA_DIR.glob("*.tla"):
+        shutil.copy2(src, tmp_path / src.name)
+    spec = tmp_path / "LeaseFence.tla"
+    text = spec.read_text()
+    guard = "    /\\ wall < MaxWall\n    /\\ mono < MaxWall\n"
+    assert guard in text
+    spec.write_text(text.replace(guard, "    /\\ wall < MaxWall\n    /\\ mono <= MaxWall\n"))
+    b = bounds_of_config(TLA_DIR / "MCLeaseFence.cfg")
+    ag = agree(b, tools, spec_dir=tmp_path)
+    assert not ag.ok
+    assert ag.only_tlc_state is not None
+    assert any("TLC only" in p for p in ag.problems)

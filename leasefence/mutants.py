@@ -25,12 +25,11 @@ COPIED = ("leasefence", "model", "impl", "conformance", "tests", "tla", "pyproje
 
 @dataclass(frozen=True)
 class Mutant:
-    """One planted bug: replace ``old`` by ``new`` in ``path``; it breaks ``breaks``."""
+    """One planted bug: in ``path``, each ``(old, new)`` of ``patches``; it breaks ``breaks``."""
 
     name: str
     path: str
-    old: str
-    new: str
+    patches: tuple[tuple[str, str], ...]
     breaks: str
     f314_defect: int | None = None
 
@@ -62,13 +61,16 @@ def apply(mutant: Mutant, tree: Path) -> None:
     """Patch ``tree`` (a copy of the sources) with ``mutant``."""
     target = tree / mutant.path
     text = target.read_text()
-    count = text.count(mutant.old)
-    if count != 1:
-        raise StaleMutant(
-            f"mutant {mutant.name}: the text to replace occurs {count} times in {mutant.path} "
-            f"(expected exactly once); update the catalogue in leasefence/mutants.py"
-        )
-    target.write_text(text.replace(mutant.old, mutant.new))
+    for old, new in mutant.patches:
+        count = text.count(old)
+        if count != 1:
+            raise StaleMutant(
+                f"mutant {mutant.name}: the text to replace occurs {count} times in "
+                f"{mutant.path} (expected exactly once); update the catalogue in "
+                f"leasefence/mutants.py"
+            )
+        text = text.replace(old, new)
+    target.write_text(text)
 
 
 def copy_tree(dest: Path) -> None:
@@ -151,5 +153,240 @@ def format_table(results: Sequence[MutantResult], layers: Sequence[GateLayer]) -
     return "\n".join(lines)
 
 
+J, C, M, R = "impl/journal.py", "impl/coordinator.py", "impl/master.py", "impl/rules.py"
+
 #: The catalogue. F314's four defects first; each entry names what it breaks.
-CATALOGUE: list[Mutant] = []
+CATALOGUE: tuple[Mutant, ...] = (
+    Mutant(
+        "f314-1-duplicate-owner",
+        J,
+        (
+            (
+                "if work_id in self._completed or work_id in self._leases:\n            return False",
+                "if work_id in self._completed:\n            return False",
+            ),
+        ),
+        "L1/L3: a second worker's lease of active work is granted and overwrites the owner",
+        f314_defect=1,
+    ),
+    Mutant(
+        "f314-2-state-lease-overwrite",
+        C,
+        (
+            (
+                "if self._active(task_id) is not None:\n            return False\n",
+                "",
+            ),
+        ),
+        "L1: a second worker takes an active state task",
+        f314_defect=2,
+    ),
+    Mutant(
+        "f314-3-monotonic-time-persisted",
+        J,
+        (
+            (
+                "now = self._now()\n        attempt = self._attempts.get(work_id, 0) + 1",
+                "now = time.monotonic()\n        attempt = self._attempts.get(work_id, 0) + 1",
+            ),
+            (
+                '            "clock": UNIX,\n            "attempt": attempt,\n',
+                '            "attempt": attempt,\n',
+            ),
+            (
+                "self._leases[work_id] = LeaseRecord(worker, now, UNIX)",
+                "self._leases[work_id] = LeaseRecord(worker, now, None)",
+            ),
+        ),
+        "L4: leases stamped with monotonic time and no clock tag",
+        f314_defect=3,
+    ),
+    Mutant(
+        "f314-4-reported-id-wins",
+        R,
+        (
+            (
+                "return active if active is not None else reported",
+                "return reported if reported is not None else active",
+            ),
+        ),
+        "L7: the worker-reported state ID overrides the master's stored one",
+        f314_defect=4,
+    ),
+    Mutant(
+        "journal-complete-unfenced",
+        J,
+        (
+            (
+                "if worker is not None and (held is None or held.worker != worker):\n            return False",
+                "if False:\n            return False",
+            ),
+        ),
+        "L2: a late completion by a former owner completes the current owner's lease",
+    ),
+    Mutant(
+        "rollback-deletes-other-owner",
+        J,
+        (
+            (
+                "if held is None or (worker is not None and held.worker != worker):",
+                "if held is None:",
+            ),
+        ),
+        "L2: abandon by another worker deletes the current owner's record",
+    ),
+    Mutant(
+        "state-release-unfenced",
+        C,
+        (("if lease is None or lease.owner != worker:", "if lease is None:"),),
+        "L2: complete/abandon/discard of a state task by a worker that does not own it",
+    ),
+    Mutant(
+        "compaction-relabels-clock",
+        J,
+        (
+            (
+                'if held.clock is not None:\n                    body["clock"] = held.clock',
+                'body["clock"] = UNIX',
+            ),
+        ),
+        "L5: compaction relabels a legacy monotonic value as Unix time",
+    ),
+    Mutant(
+        "recovery-ignores-legacy",
+        R,
+        (("    if clock != UNIX:\n        return True\n", ""),),
+        "L5: a legacy record is reclaimed only by the Unix rule, so a future one stays stuck",
+    ),
+    Mutant(
+        "no-future-dated-rule",
+        R,
+        (("    if updated - now > ttl:\n        return True\n", ""),),
+        "NoStuckLease: a lease dated in the future after a rollback is never reclaimed",
+    ),
+    Mutant(
+        "reject-dispatch-wrong-order",
+        M,
+        (("undone = tuple(reversed(taken))", "undone = tuple(taken)"),),
+        "F313: RejectDispatch undoes the steps taken in reverse order",
+    ),
+    Mutant(
+        "reject-dispatch-forgets-work-lease",
+        M,
+        (
+            (
+                '            if step == "lease_work":\n                self.journal.abandon(item.work_id, worker=rank)',
+                '            if step == "lease_work":\n                pass',
+            ),
+        ),
+        "L3/L1: a rejected dispatch leaves its work lease held",
+    ),
+    Mutant(
+        "completion-without-source-rank",
+        M,
+        (
+            (
+                "work_ok = self.journal.complete(work_id, worker=rank)",
+                "work_ok = self.journal.complete(work_id)",
+            ),
+        ),
+        "L2: completion is not fenced by the MPI source rank",
+    ),
+    Mutant(
+        "stale-result-accepted",
+        M,
+        (("if disp is not None and disp.work_id != work_id:", "if False:"),),
+        "L7/L2: a result for an earlier dispatch ends the rank's current one",
+    ),
+    Mutant(
+        "snapshot-keeps-ownership",
+        C,
+        (
+            (
+                "StateLease(owner=x.owner, updated=0.0, epoch=x.epoch)\n                    for t, x in loaded.leases.items()",
+                "StateLease(owner=x.owner, updated=x.updated, epoch=loaded.epoch + 1)\n                    for t, x in loaded.leases.items()",
+            ),
+        ),
+        "L6: after a restart old ranks keep ownership of state tasks",
+    ),
+    Mutant(
+        "torn-tail-read-as-corruption",
+        J,
+        (
+            (
+                "    scan.good_end = scan.bad[0].offset if scan.bad else len(data)",
+                "    scan.corrupt = bool(scan.bad)\n    scan.good_end = scan.bad[0].offset if scan.bad else len(data)",
+            ),
+        ),
+        "durability: a crash mid-append makes the journal unopenable",
+    ),
+    Mutant(
+        "corruption-read-as-torn-tail",
+        J,
+        (
+            (
+                "            if scan.bad:\n                scan.corrupt = True",
+                "            if scan.bad:\n                scan.corrupt = False",
+            ),
+        ),
+        "durability: a corrupt middle record silently drops every record after it",
+    ),
+    Mutant(
+        "ack-before-fsync",
+        J,
+        (
+            (
+                "            _write_all(self._fd, data)\n            os.fsync(self._fd)",
+                "            _write_all(self._fd, data)",
+            ),
+        ),
+        "durability: a call is acknowledged before its record is fsynced",
+    ),
+)
+
+#: The F314 defects, which ``make test`` gates on (tests/quality).
+F314_MUTANTS = tuple(m for m in CATALOGUE if m.f314_defect is not None)
+
+
+#: The layers of the gate, each the tests of one verification layer (present ones only run).
+GATE_LAYERS: tuple[GateLayer, ...] = (
+    GateLayer(
+        "unit",
+        (
+            "tests/unit/test_journal.py",
+            "tests/unit/test_coordinator.py",
+            "tests/unit/test_master.py",
+            "tests/unit/test_scenarios.py",
+        ),
+    ),
+    GateLayer("conformance", ("tests/conformance", "-m", "conformance and not mpi")),
+    GateLayer("crash", ("tests/unit/test_crashcheck.py", "-m", "not slow")),
+)
+
+
+def available_layers(root: Path = ROOT) -> tuple[GateLayer, ...]:
+    """The gate layers whose test files exist, each narrowed to the paths that exist."""
+    out = []
+    for layer in GATE_LAYERS:
+        paths = [a for a in layer.pytest_args if a.startswith("tests/") and (root / a).exists()]
+        if not paths:
+            continue
+        rest = tuple(a for a in layer.pytest_args if not a.startswith("tests/"))
+        out.append(GateLayer(layer.name, (*paths, *rest)))
+    return tuple(out)
+
+
+def baseline(layers: Sequence[GateLayer]) -> dict[str, str]:
+    """Run every layer on an unmutated copy; a layer that fails there proves nothing (name -> why)."""
+    broken = {}
+    with tempfile.TemporaryDirectory(prefix="leasefence-baseline-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        for layer in layers:
+            try:
+                failed, out = run_layer(tree, layer)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                failed, out = True, str(exc)
+            if failed:
+                broken[layer.name] = out[-1500:]
+    return broken

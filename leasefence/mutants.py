@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What is copied for a mutant run (symlinks kept, so leasefence/impl points into the copy).
@@ -390,3 +391,29 @@ def baseline(layers: Sequence[GateLayer]) -> dict[str, str]:
             if failed:
                 broken[layer.name] = out[-1500:]
     return broken
+
+
+def verify_rows(deep: bool) -> list[Any]:
+    """The ``verify`` layer: F314's four defects (every mutant with ``--deep``) against the layers."""
+    import time
+
+    from leasefence.verify import FAIL, PASS, Row
+
+    layers = available_layers()
+    mutants = CATALOGUE if deep else F314_MUTANTS
+    rows = []
+    for mutant in mutants:
+        t = time.perf_counter()
+        (res,) = run_gate([mutant], layers)
+        caught = [name for name, hit in res.caught_by.items() if hit]
+        rows.append(
+            Row(
+                "planted bugs",
+                mutant.name,
+                f"caught by {', '.join(caught)}" if caught else "survived every layer",
+                PASS if res.caught else FAIL,
+                time.perf_counter() - t,
+                f"{mutant.breaks}; {res.errors}" if res.errors else mutant.breaks,
+            )
+        )
+    return rows

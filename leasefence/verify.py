@@ -91,10 +91,19 @@ def layer_model(deep: bool) -> list[Row]:
     return rows
 
 
+def layer_tlc(deep: bool) -> list[Row]:
+    """TLC on every config of tla/ and the spec ⇄ model agreement (SKIP without TLC)."""
+    from leasefence.cmd_tlc import verify_rows
+
+    rows: list[Row] = verify_rows(deep)
+    return rows
+
+
 #: Every layer, in the order it runs. Later layers append themselves here.
 LAYERS: list[tuple[str, Layer]] = [
     ("lint/types", layer_lint),
     ("model check", layer_model),
+    ("tlc", layer_tlc),
 ]
 
 

@@ -15,6 +15,9 @@
     │   ├── UnknownTask (KeyError)        a state task the coordinator has never seen
     │   ├── SnapshotError (ValueError)    a snapshot that does not parse or has the wrong schema
     │   └── InvalidArgument (ValueError)  a task field, task ID, rank, reward or cost it cannot record
+    ├── MasterError
+    │   ├── RankBusy (RuntimeError)       a dispatch to a rank that already has one active
+    │   └── UnknownWork (KeyError)        a work ID the master's catalogue does not hold
     └── ProtocolError (ValueError)        a malformed or unknown MPI message
 
 Messages name what was wrong, with the path, line or ID involved.
@@ -77,6 +80,18 @@ class InvalidArgument(CoordinatorError, ValueError):
     A state-task field that is not plain JSON (``state_task_id``), a task ID that is not a
     non-empty string, a worker rank that is not an int, a reward or cost that is not finite.
     """
+
+
+class MasterError(LeaseError):
+    """The master was asked for something its dispatch protocol does not allow."""
+
+
+class RankBusy(MasterError, RuntimeError):
+    """A dispatch to a rank that already has an active dispatch (at most one per rank)."""
+
+
+class UnknownWork(MasterError, KeyError):
+    """A dispatch of a work ID the master's catalogue does not hold."""
 
 
 class ProtocolError(LeaseError, ValueError):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from leasefence.impl.errors import LeaseError, UnknownTask
+from leasefence.impl.errors import RankBusy, UnknownTask, UnknownWork
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.wire import Rank, Result, StateTaskId, Work, WorkId
@@ -53,14 +53,6 @@ RESERVATION_OF = {
     "reserve_parameter": "parameter",
     "reserve_algorithm": "algorithm",
 }
-
-
-class RankBusy(LeaseError, RuntimeError):
-    """A dispatch to a rank that already has an active dispatch (at most one per rank)."""
-
-
-class UnknownWork(LeaseError, KeyError):
-    """A dispatch of a work ID the master's catalogue does not hold."""
 
 
 class Journal(Protocol):

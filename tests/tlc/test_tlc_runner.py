@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -76,7 +78,7 @@ class _FakeResponse(io.BytesIO):
 def test_download_with_the_wrong_checksum_is_discarded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tlc.urllib.request, "urlopen", lambda url, timeout: _FakeResponse(b"evil"))
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: _FakeResponse(b"evil"))
     with pytest.raises(TlcUnavailable, match="not the pinned"):
         find_jar(_env(tmp_path), download=True)
     assert not (tmp_path / "home" / ".cache" / "leasefence" / "tla2tools.jar").exists()
@@ -87,9 +89,7 @@ def test_download_with_the_pinned_checksum_is_kept_in_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tlc, "TLA2TOOLS_SHA256", hashlib.sha256(b"release").hexdigest())
-    monkeypatch.setattr(
-        tlc.urllib.request, "urlopen", lambda url, timeout: _FakeResponse(b"release")
-    )
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: _FakeResponse(b"release"))
     found = find_jar(_env(tmp_path), download=True)
     assert found.source == "download"
     assert found.path.read_bytes() == b"release"
@@ -101,9 +101,9 @@ def test_download_failure_fails_fast_with_the_reason(
 ) -> None:
     def refuse(url: str, timeout: float) -> _FakeResponse:
         assert timeout <= 10
-        raise tlc.urllib.error.URLError("network unreachable")
+        raise urllib.error.URLError("network unreachable")
 
-    monkeypatch.setattr(tlc.urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
     with pytest.raises(TlcUnavailable, match="network unreachable"):
         find_jar(_env(tmp_path), download=True)
 

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "trace": "leasefence.cmd_trace",
     "journal": "leasefence.cmd_journal",
     "run": "leasefence.cmd_run",
+    "crashcheck": "leasefence.cmd_crashcheck",
 }
 
 EXIT_OK = 0

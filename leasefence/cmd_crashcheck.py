@@ -9,7 +9,7 @@ from typing import Any
 
 #: The sizes of ``--quick``: a few hundred crash points in seconds.
 QUICK_POINTS = 400
-QUICK_SIZE = 12
+QUICK_SIZE = 6
 
 
 def _positive(text: str) -> int:

@@ -1,0 +1,170 @@
+"""The crash harness (``leasefence crashcheck``): a clean run finds nothing, and planted
+durability bugs (acknowledging before the fsync, before the write, saving in place) are found.
+
+The harness forks its children, so a bug planted here with ``monkeypatch`` is in them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from leasefence import crashcheck as cc
+from leasefence.cli import main
+from leasefence.impl import coordinator as coordinator_module
+from leasefence.impl import journal as journal_module
+from leasefence.impl.journal import WorkLeaseJournal
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def test_quick_crashcheck_tries_hundreds_of_points_and_finds_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "crash.json"
+    assert main(["crashcheck", "--quick", "--quiet", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["crash_points"] >= 400
+    assert doc["kill_points"] > 0
+    assert doc["power_points"] > 0
+    assert doc["acked_checked"] > 0
+    assert doc["lost"] == 0
+    assert doc["violations"] == []
+
+
+def test_every_workload_kind_and_mode_agrees_with_the_model_when_not_crashed(
+    scratch: Path,
+) -> None:
+    report = cc.Report(seed=5)
+    for w in cc.workloads_for_round(5, 0, 10):
+        cc.check_kill(w, report, scratch, only=-1)  # the uninterrupted run only
+    assert report.violations == []
+
+
+def _skip_fsync(self: WorkLeaseJournal, data: bytes) -> None:
+    """The planted bug: acknowledge a record once written, without fsync."""
+    self._save_torn_tail()
+    assert self._fd is not None
+    journal_module._write_all(self._fd, data)
+
+
+def test_a_journal_that_acknowledges_before_fsync_loses_records_on_power_loss(
+    monkeypatch: pytest.MonkeyPatch, scratch: Path
+) -> None:
+    monkeypatch.setattr(WorkLeaseJournal, "_write", _skip_fsync)
+    report = cc.Report(seed=1)
+    cc.check_power(cc.journal_workload(1, 8, "always"), report, scratch)
+    assert report.lost > 0
+    assert any("lost acknowledged operation" in v.what for v in report.violations)
+    replay = report.violations[0].replay
+    assert replay.startswith("power:journal:always:1:8:")
+    again = cc.replay(replay)  # the printed replay finds the same violation
+    assert report.violations[0].what in [v.what for v in again.violations]
+
+
+def test_a_journal_that_acknowledges_before_writing_loses_records_on_sigkill(
+    monkeypatch: pytest.MonkeyPatch, scratch: Path
+) -> None:
+    def deferred(self: WorkLeaseJournal, lines: list[bytes], apply: object) -> None:
+        # the planted bug: write each record only at the next call (acknowledged too early)
+        previous = self.__dict__.get("_planted", [])
+        self.__dict__["_planted"] = list(lines)
+        if previous:
+            self._write(b"".join(previous))
+        assert callable(apply)
+        apply()
+        self._records += len(lines)
+
+    monkeypatch.setattr(WorkLeaseJournal, "_commit_records", deferred)
+    report = cc.Report(seed=2)
+    cc.check_kill(cc.journal_workload(2, 8, "always"), report, scratch)
+    assert any("lost acknowledged operation" in v.what for v in report.violations)
+
+
+def test_a_coordinator_that_saves_in_place_is_caught_by_sigkill_mid_save(
+    monkeypatch: pytest.MonkeyPatch, scratch: Path
+) -> None:
+    def in_place(path: Path, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data[: len(data) // 2])
+            os.write(fd, data[len(data) // 2 :])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    monkeypatch.setattr(coordinator_module, "_atomic_write", in_place)
+    report = cc.Report(seed=3)
+    cc.check_kill(cc.coordinator_workload(3, 6, "autosave"), report, scratch)
+    assert any("SnapshotError" in v.what for v in report.violations)
+
+
+def test_a_coordinator_that_skips_the_directory_fsync_loses_saves_on_power_loss(
+    monkeypatch: pytest.MonkeyPatch, scratch: Path
+) -> None:
+    def no_dir_fsync(path: Path, data: bytes) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    monkeypatch.setattr(coordinator_module, "_atomic_write", no_dir_fsync)
+    report = cc.Report(seed=4)
+    cc.check_power(cc.coordinator_workload(4, 4, "autosave"), report, scratch)
+    assert report.lost > 0
+
+
+def test_the_cli_exits_non_zero_and_lists_each_violation_with_its_replay(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(WorkLeaseJournal, "_write", _skip_fsync)
+    assert main(["crashcheck", "--quick", "--quiet", "--kill-rounds", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "replay: leasefence crashcheck --replay power:journal:" in out
+    assert "acknowledged operations lost: 0" not in out
+
+
+def test_power_loss_points_cut_the_last_unsynced_write_at_every_byte() -> None:
+    events = [["create", "f", 1], ["write", 1, 0, b"abcd".hex()], ["fsync", 1]]
+    points = [str(p) for p, _ in cc.power_points(events)]
+    assert {"2,1,1", "2,1,2", "2,1,3", "2,1,-", "2,0,-"} <= set(points)
+    assert cc.power_disk(events, {}, cc.PowerPoint(2, 1, 2)) == {"f": b"ab"}
+    assert cc.power_disk(events, {}, cc.PowerPoint(2, 0, None)) == {}  # the create is undone
+    assert cc.power_disk(events, {}, cc.PowerPoint(3, 0, None)) == {}  # no directory fsync
+    assert not any(p.startswith("3,1") for p in points)  # fsynced: the write is forced
+
+
+def test_an_undurable_rename_may_be_undone_by_power_loss() -> None:
+    events = [
+        ["create", "t", 2],
+        ["write", 2, 0, b"new".hex()],
+        ["fsync", 2],
+        ["rename", "t", "s"],
+    ]
+    before = cc.power_disk(events, {"s": b"old"}, cc.PowerPoint(4, 3, None))
+    after = cc.power_disk(events, {"s": b"old"}, cc.PowerPoint(4, 4, None))
+    assert before["s"] == b"old"
+    assert after == {"s": b"new"}
+    durable = [*events, ["dsync"]]
+    assert cc.power_disk(durable, {"s": b"old"}, cc.PowerPoint(5, 3, None)) == {"s": b"new"}
+
+
+@pytest.mark.slow
+def test_crashcheck_of_a_few_thousand_points_finds_no_lost_operation_and_no_violation(
+    request: pytest.FixtureRequest,
+) -> None:
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("slow: run with -m slow (the Makefile does not deselect slow tests)")
+    report = cc.run(seed=7, points=3_000, size=20, kill_rounds=2)
+    assert report.points >= 3_000
+    assert report.kill_points > 100
+    assert report.lost == 0
+    assert report.violations == []

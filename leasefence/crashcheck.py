@@ -1273,3 +1273,31 @@ def describe(w: Workload) -> str:
 
 def main_progress(line: str) -> None:
     print(f"[crashcheck] {line}", file=sys.stderr, flush=True)
+
+
+def layer_crashcheck(deep: bool) -> list[Any]:
+    """The ``crashcheck`` row of ``leasefence verify``: the quick run, or with ``--deep`` the
+    default one (at least 10,000 crash points). Returns ``verify.Row`` objects."""
+    from leasefence.verify import FAIL, PASS, Row
+
+    if deep:
+        report = run()
+        ran = f"crashcheck (seed {report.seed}, {len(report.workloads)} workloads)"
+    else:
+        report = run(points=400, size=6, kill_rounds=1)
+        ran = f"crashcheck --quick (seed {report.seed}; --deep: 10,000+ points)"
+    figures = (
+        f"{report.points:,} crash points ({report.kill_points:,} SIGKILL, "
+        f"{report.power_points:,} power loss), {report.acked_checked:,} acked ops checked, "
+        f"{report.lost} lost, {report.invariant_violations} invariant violations"
+    )
+    return [
+        Row(
+            "crashcheck",
+            ran,
+            figures,
+            FAIL if report.violations else PASS,
+            report.seconds,
+            "\n".join(str(v) for v in report.violations),
+        )
+    ]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from leasefence.crashcheck import layer_crashcheck
 from leasefence.model.check import explore
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.model.system import Bounds
@@ -104,6 +105,7 @@ LAYERS: list[tuple[str, Layer]] = [
     ("lint/types", layer_lint),
     ("model check", layer_model),
     ("tlc", layer_tlc),
+    ("crashcheck", layer_crashcheck),
 ]
 
 

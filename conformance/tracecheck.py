@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from leasefence.model.check import flatten
-from leasefence.model.state import State, get
+from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
+from leasefence.model.state import Coordinator, Journal, Lease, State, get
 from leasefence.model.system import (
     DISPATCH_STEPS,
     Bounds,
@@ -28,6 +29,7 @@ from leasefence.model.system import (
     initial_state,
     reclaim_expired,
     restart_master,
+    successors,
 )
 
 ACTIONS = ("DispatchWork", "DeliverResult", "ReclaimExpired", "RestartMaster")
@@ -47,6 +49,7 @@ class TraceReport:
     divergence: str | None = None
     line: int | None = None
     torn_tail: bool = False
+    lost_steps: int = 0
 
     @property
     def ok(self) -> bool:
@@ -124,7 +127,10 @@ def validate(lines: Iterable[str]) -> TraceReport:
     for index, (lineno, ev) in enumerate(body):
         name = ev["event"]
         if name == "Header":
-            continue  # a restarted master appends its own header; the bounds do not change
+            # A restarted master appends its own header; new work IDs join the bounds.
+            merged = dict(b.task_of) | {str(w): str(t) for w, t in ev.get("task_of", {}).items()}
+            b = replace(b, task_of=tuple(sorted(merged.items())))
+            continue
         if name not in ACTIONS:
             raise TraceFormatError(
                 f"line {lineno}: unknown event {name!r} (known: {', '.join(ACTIONS)})"
@@ -133,6 +139,12 @@ def validate(lines: Iterable[str]) -> TraceReport:
         if now < s.wall:
             report.rollbacks += 1
         s = s._replace(wall=now, mono=now)
+        if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
+            problem, s, lost = _resync(s, ev["recovered"], b)
+            report.lost_steps += lost
+            if problem is not None:
+                report.divergence, report.line = problem, lineno
+                return report
         problem, s = _apply(s, name, ev, lineno, b, body[index + 1 :])
         if problem is not None:
             report.divergence, report.line = problem, lineno
@@ -211,5 +223,80 @@ def _apply(
         if got_list != sorted(works):
             return f"ReclaimExpired: implementation reclaimed {got_list}, model {sorted(works)}", s
         return None, t
-    # RestartMaster
+    # RestartMaster: first what the new master read from disk (see _resync), then the restart.
     return None, restart_master(s, b)
+
+
+def _journal_of(doc: dict[str, Any]) -> Journal:
+    leases = tuple(
+        sorted(
+            (
+                str(w),
+                Lease(int(x[0]), _ms(float(x[1])), CLOCK_UNIX if x[2] == "unix" else CLOCK_LEGACY),
+            )
+            for w, x in doc.get("leases", {}).items()
+        )
+    )
+    attempts = tuple(sorted((str(w), int(n)) for w, n in doc.get("attempts", {}).items()))
+    return Journal(leases=leases, completed=frozenset(doc.get("completed", [])), attempts=attempts)
+
+
+def _coordinator_view(c: Coordinator) -> tuple[object, ...]:
+    """What is compared of a coordinator: owners and epochs of leases, and the booked counts."""
+    leases = tuple((t, x.owner, x.epoch) for t, x in c.leases)
+    stats = tuple((t, x.completions, x.failures) for t, x in c.stats if x.completions or x.failures)
+    return leases, stats
+
+
+def _recovered_view(doc: dict[str, Any]) -> tuple[object, ...]:
+    leases = tuple(sorted((str(t), int(x[0]), int(x[2])) for t, x in doc.get("leases", {}).items()))
+    stats = tuple(sorted((str(t), int(x[0]), int(x[1])) for t, x in doc.get("stats", {}).items()))
+    return leases, stats
+
+
+def _same_journal(model: Journal, disk: Journal, before: Journal) -> bool:
+    """Equal, except that a lease the step itself wrote may carry the step's own (untraced) time."""
+    if model.completed != disk.completed or model.attempts != disk.attempts:
+        return False
+    if {w for w, _ in model.leases} != {w for w, _ in disk.leases}:
+        return False
+    for w, x in model.leases:
+        y = get(disk.leases, w)
+        assert y is not None
+        if (x.owner, x.clock) != (y.owner, y.clock):
+            return False
+        if x.updated != y.updated and get(before.leases, w) == y:
+            return False
+    return True
+
+
+def _resync(s: State, recovered: dict[str, Any], b: Bounds) -> tuple[str | None, State, bool]:
+    """Check what a restarted master read from disk against the model.
+
+    A master killed with SIGKILL may have made its last step durable (journal first, then the
+    coordinator) without tracing it. The disk state must then be the model's state after one
+    step the model allows from the last traced state, or a prefix of one (the journal part done,
+    the coordinator part not yet). Anything else is a divergence.
+    """
+    disk_j = _journal_of(recovered.get("journal", {}))
+    disk_c = _recovered_view(recovered.get("coordinator", {}))
+    if _same_journal(s.journal, disk_j, s.journal) and _coordinator_view(s.coordinator) == disk_c:
+        return None, s, False
+    for (name, _args), t in successors(s, b):
+        if name not in ACTIONS or t == s:
+            continue
+        if not _same_journal(t.journal, disk_j, s.journal):
+            continue
+        if _coordinator_view(t.coordinator) == disk_c:
+            return None, t._replace(journal=disk_j), True
+        if _coordinator_view(s.coordinator) == disk_c:
+            return None, s._replace(journal=disk_j), True
+    return (
+        (
+            "RestartMaster: the state read from disk is neither the model's state nor one step the "
+            f"model allows away from it; disk journal {disk_j!r}, disk coordinator {disk_c!r}; "
+            f"model: {'; '.join(f'{k}={v!r}' for k, v in flatten(s).items())}"
+        ),
+        s,
+        False,
+    )

@@ -299,6 +299,7 @@ class Master:
         """RestartMaster, the part after loading: recover the journal and the coordinator with
         the TTL. (Loading the snapshot into a new epoch happened in the coordinator's
         constructor; this master's memory of dispatches is empty by construction.)"""
+        recovered = self.recovered_state()
         with self.clock.step() as now:
             works = self.journal.recover(self.ttl)
             tasks = self.coordinator.recover_expired(self.ttl)
@@ -308,8 +309,34 @@ class Master:
                 "restart: reclaimed %d work leases and %d state leases", len(works), len(tasks)
             )
             if self.trace is not None:
-                self.trace.restart_master(now)
+                self.trace.restart_master(now, recovered or None)
         self._dirty = True
+
+    def recovered_state(self) -> dict[str, Any]:
+        """The journal and coordinator as read from disk, before recovery, for the trace
+        (empty for stand-in containers, which have no disk state)."""
+        from leasefence.impl.coordinator import StateShardCoordinator
+        from leasefence.impl.journal import WorkLeaseJournal
+
+        j, c = self.journal, self.coordinator
+        if not isinstance(j, WorkLeaseJournal) or not isinstance(c, StateShardCoordinator):
+            return {}
+        return {
+            "journal": {
+                "leases": {w: [x.worker, x.updated, x.clock] for w, x in j.leases.items()},
+                "completed": sorted(j.completed),
+                "attempts": dict(j.attempts),
+            },
+            "coordinator": {
+                "epoch": c.epoch,
+                "leases": {t: [x.owner, x.updated, x.epoch] for t, x in c.leases.items()},
+                "stats": {
+                    t: [x.completions, x.failures]
+                    for t, x in c.statistics.items()
+                    if x.completions or x.failures
+                },
+            },
+        }
 
     def restart_master(self) -> Master:
         """RestartMaster as one call (for tests and conformance): close this master (the

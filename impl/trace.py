@@ -7,7 +7,7 @@ Format (version 1), one JSON object per line, each written whole and flushed::
     {"event":"DeliverResult","r":R,"w":W,"reported":TASK|null,"ok":B,"now":T,"stale":B,
      "task":TASK|null,"work_ok":B,"state_ok":B}
     {"event":"ReclaimExpired","now":T,"reclaimed":[W,...]}
-    {"event":"RestartMaster","now":T}
+    {"event":"RestartMaster","now":T,"recovered":{"journal":{...},"coordinator":{...}}}
 
 ``now`` is the master's clock (Unix seconds) for that step, the same reading the journal and the
 coordinator stamped. A restarted master appends to the same file: a new ``Header`` (the
@@ -90,8 +90,14 @@ class TraceWriter:
     def reclaim_expired(self, now: float, reclaimed: Iterable[str]) -> None:
         self._write({"event": "ReclaimExpired", "now": now, "reclaimed": sorted(reclaimed)})
 
-    def restart_master(self, now: float) -> None:
-        self._write({"event": "RestartMaster", "now": now})
+    def restart_master(self, now: float, recovered: Mapping[str, Any] | None = None) -> None:
+        """RestartMaster. ``recovered`` is what the new master read from disk before recovering
+        (see ``Master.recovered_state``): a killed master may have made a step durable without
+        tracing it, and the validator checks that such a lost step is one the model allows."""
+        event: dict[str, Any] = {"event": "RestartMaster", "now": now}
+        if recovered is not None:
+            event["recovered"] = dict(recovered)
+        self._write(event)
 
     def close(self) -> None:
         self._fh.close()

@@ -106,3 +106,41 @@ def test_trace_check_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["trace", "check", str(bad)]) == 1
     assert "DIVERGES at line 6" in capsys.readouterr().out
     assert main(["trace", "check", str(tmp_path / "missing.ndjson")]) == 2
+
+
+def _restart(recovered: dict[str, object]) -> str:
+    return json.dumps({"event": "RestartMaster", "now": 107.0, "recovered": recovered})
+
+
+DISK_AT_RESTART = {
+    "journal": {"leases": {}, "completed": [W1], "attempts": {W1: 1, W2: 1, W3: 1}},
+    "coordinator": {"epoch": 1, "leases": {}, "stats": {"s1": [1, 0]}},
+}
+
+
+def test_a_restart_whose_disk_state_matches_the_model_needs_no_lost_step() -> None:
+    lines = [*GOOD[:8], _restart(DISK_AT_RESTART), GOOD[9]]
+    report = validate(lines)
+    assert report.ok, report.divergence
+    assert report.lost_steps == 0
+
+
+def test_a_step_made_durable_but_never_traced_before_a_kill_is_accepted_when_the_model_allows_it() -> (
+    None
+):
+    disk = json.loads(json.dumps(DISK_AT_RESTART))
+    # the killed master leased W2 to rank 1 in the journal and died before the state lease
+    disk["journal"]["leases"] = {W2: [1, 106.7, "unix"]}
+    disk["journal"]["attempts"][W2] = 2
+    lines = [*GOOD[:8], _restart(disk)]
+    report = validate(lines)
+    assert report.ok, report.divergence
+    assert report.lost_steps == 1
+
+
+def test_a_disk_state_no_single_step_explains_is_a_divergence() -> None:
+    disk = json.loads(json.dumps(DISK_AT_RESTART))
+    disk["journal"]["completed"] = [W1, W3]  # W3's lease was reclaimed: nothing may complete it
+    report = validate([*GOOD[:8], _restart(disk)])
+    assert not report.ok
+    assert "RestartMaster" in (report.divergence or "")

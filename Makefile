@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/mypy leasefence
 
 test: lint
-	$(BIN)/pytest --hypothesis-seed=$(SEED) $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" --hypothesis-seed=$(SEED) $(PYTEST_ARGS)
 
 verify: $(STAMP)
 	$(BIN)/leasefence verify $(VERIFY_ARGS)

@@ -20,7 +20,7 @@ from typing import Any
 
 from leasefence.model.check import flatten
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
-from leasefence.model.state import Coordinator, Journal, Lease, State, get
+from leasefence.model.state import Coordinator, Journal, Lease, State, StateLease, Stats, get
 from leasefence.model.system import (
     DISPATCH_STEPS,
     Bounds,
@@ -29,7 +29,6 @@ from leasefence.model.system import (
     initial_state,
     reclaim_expired,
     restart_master,
-    successors,
 )
 
 ACTIONS = ("DispatchWork", "DeliverResult", "ReclaimExpired", "RestartMaster")
@@ -140,6 +139,9 @@ def validate(lines: Iterable[str]) -> TraceReport:
             report.rollbacks += 1
         s = s._replace(wall=now, mono=now)
         if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
+            if report.steps == 0:
+                # The trace starts on existing files: its history starts from what was on disk.
+                s = _adopt(s, ev["recovered"])
             problem, s, lost = _resync(s, ev["recovered"], b)
             report.lost_steps += lost
             if problem is not None:
@@ -241,6 +243,37 @@ def _journal_of(doc: dict[str, Any]) -> Journal:
     return Journal(leases=leases, completed=frozenset(doc.get("completed", [])), attempts=attempts)
 
 
+def _adopt(s: State, recovered: dict[str, Any]) -> State:
+    """The model state a trace starts from when its first step is a restart on existing files."""
+    doc = recovered.get("coordinator", {})
+    epoch = int(doc.get("epoch", 2)) - 1  # the new master had already loaded into the next epoch
+    leases = tuple(
+        sorted(
+            (str(t), StateLease(int(x[0]), 0, int(x[2]))) for t, x in doc.get("leases", {}).items()
+        )
+    )
+    stats = tuple(
+        sorted(
+            (str(t), Stats(int(x[0]), int(x[1]), int(x[0]), int(x[0]) + int(x[1])))
+            for t, x in doc.get("stats", {}).items()
+        )
+    )
+    coordinator = Coordinator(epoch=max(epoch, 1), leases=leases, stats=stats)
+    return s._replace(journal=_journal_of(recovered.get("journal", {})), coordinator=coordinator)
+
+
+def _master_steps(s: State, b: Bounds) -> list[State]:
+    """Every state one master step (DispatchWork, DeliverResult, ReclaimExpired) leads to."""
+    out = [reclaim_expired(s, b)[1]]
+    for r in b.ranks:
+        if get(s.active, r) is None:
+            out += [dispatch_work(s, w, r, b)[1] for w in b.works]
+    for r, w in sorted(s.net):
+        for rep in (*b.tasks, None):
+            out += [deliver_result(s, r, w, rep, ok, b)[1] for ok in (True, False)]
+    return [t for t in out if t != s]
+
+
 def _coordinator_view(c: Coordinator) -> tuple[object, ...]:
     """What is compared of a coordinator: owners and epochs of leases, and the booked counts."""
     leases = tuple((t, x.owner, x.epoch) for t, x in c.leases)
@@ -282,9 +315,7 @@ def _resync(s: State, recovered: dict[str, Any], b: Bounds) -> tuple[str | None,
     disk_c = _recovered_view(recovered.get("coordinator", {}))
     if _same_journal(s.journal, disk_j, s.journal) and _coordinator_view(s.coordinator) == disk_c:
         return None, s, False
-    for (name, _args), t in successors(s, b):
-        if name not in ACTIONS or t == s:
-            continue
+    for t in _master_steps(s, b):
         if not _same_journal(t.journal, disk_j, s.journal):
             continue
         if _coordinator_view(t.coordinator) == disk_c:

@@ -30,7 +30,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from leasefence.impl.errors import RankBusy, UnknownTask, UnknownWork
+from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
+from leasefence.impl.errors import UnknownTask, UnknownWork
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.wire import Rank, Result, StateTaskId, Work, WorkId

@@ -1,8 +1,9 @@
 """Exhaustive breadth-first exploration of the model under ``Bounds`` (the TLC of this model).
 
-Semantics follow TLC's so that the two state graphs can be compared: a successor that breaks the
-state constraint is discarded (neither counted nor checked); invariants are checked on every
-distinct state, two-state properties on every transition. Exploration stops at the first
+Semantics follow TLC's (v1.7.4, ``tlc2.tool.Worker.doNext``) so that the two state graphs can be
+compared: a successor that breaks the state constraint is checked (invariants and two-state
+properties) but neither counted nor explored; invariants are checked on every distinct state,
+two-state properties on every transition. Exploration stops at the first
 violation found, which is at minimal depth, and returns the shortest trace to it.
 """
 
@@ -66,6 +67,12 @@ def explore(
         d = depth_of[s]
         for label, t in successors(s, bounds):
             if not within_constraint(t, bounds):
+                bad = [] if t == s else violated(s, t, bounds)
+                if bad:
+                    result.violated = bad
+                    result.trace = [*_trace(parent, s), Step(label, t)]
+                    result.depth = max(result.depth, d + 1)
+                    return result
                 continue
             result.transitions += 1
             result.action_counts[label[0]] = result.action_counts.get(label[0], 0) + 1

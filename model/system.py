@@ -2,7 +2,7 @@
 the coordinator, clocks with faults, and the bounds under which it is explored exhaustively.
 
 ``successors(state, bounds)`` is the next-state relation: every enabled action with its label.
-Action names are the TLA+ ones (see the mapping table in ``leasefence.model.names``).
+Action names are the TLA+ ones (see the mapping table in ``tla/README.md``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Bounds:
     (different exact-work payloads, same state) plus one more. ``legacy_stamp`` is the monotonic
     value in legacy records: an uptime from an earlier boot, larger than any reachable one.
     ``max_attempts`` (per work ID) and ``max_leases`` (in all) bound the leases granted; they are
-    a state constraint (TLC's CONSTRAINT): states beyond them are discarded, not explored.
+    a state constraint (TLC's CONSTRAINT): states beyond them are checked but not explored.
     """
 
     task_of: tuple[tuple[str, str], ...] = (("w1", "s1"), ("w2", "s1"), ("w3", "s2"))

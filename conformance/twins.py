@@ -11,7 +11,6 @@ from __future__ import annotations
 from leasefence.impl import rules as impl_rules
 from leasefence.model import rules as model_rules
 
-
 #: Timestamps are Unix seconds: exact in a float up to 2**53, which bounds the compared domain.
 LIMIT = 2**53
 

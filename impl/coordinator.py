@@ -512,6 +512,10 @@ def _parse(raw: bytes) -> _Loaded:
         top = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise _Bad(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except ValueError as e:  # e.g. an integer over Python's digit limit
+        raise _Bad(f"not acceptable JSON: {e}") from None
+    except RecursionError:
+        raise _Bad("nested too deeply") from None
     if not isinstance(top, dict):
         raise _Bad(f"the top level is a {type(top).__name__}, not an object")
     if "schema" in top:

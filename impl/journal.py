@@ -96,7 +96,7 @@ def validate_work_id(work_id: object) -> str:
 
 def _check_worker(worker: object, name: str = "worker") -> int:
     if isinstance(worker, bool) or not isinstance(worker, int):
-        raise TypeError(f"{name} must be an int (an MPI rank), got {worker!r}")
+        raise TypeError(f"{name} must be an int (an MPI rank), got {worker!r:.80}")
     return worker
 
 
@@ -187,19 +187,25 @@ class Scan:
 
 
 def _number(value: object) -> float | None:
+    """``value`` as a finite float, or None (bools, non-numbers, NaN, infinities, and integers
+    beyond float range are not timestamps)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if isinstance(value, float) and not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:
         return None
-    return value
+    return number if math.isfinite(number) else None
 
 
 def parse_line(raw: bytes, line: int) -> Record | str:
     """The record on one line (without its newline), or the reason it is bad."""
     try:
         doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError):  # ValueError covers over-long integers too
         return "not a JSON line"
+    except RecursionError:
+        return "nested too deeply"
     if not isinstance(doc, dict):
         return "not a JSON object"
     checksummed = "crc" in doc
@@ -525,7 +531,7 @@ class WorkLeaseJournal:
             self._leases[work_id] = LeaseRecord(worker, now, UNIX)
             self._attempts[work_id] = attempt
 
-        self._commit_records([encode_record(body)], apply)
+        self._commit_records([self._encode(body)], apply)
         return True
 
     def complete(self, work_id: str, worker: int | None = None) -> bool:
@@ -550,7 +556,7 @@ class WorkLeaseJournal:
             self._leases.pop(work_id, None)
             self._completed.add(work_id)
 
-        self._commit_records([encode_record(body)], apply)
+        self._commit_records([self._encode(body)], apply)
         return True
 
     def abandon(self, work_id: str, worker: int | None = None) -> bool:
@@ -571,7 +577,7 @@ class WorkLeaseJournal:
         def apply() -> None:
             self._leases.pop(work_id, None)
 
-        self._commit_records([encode_record(body)], apply)
+        self._commit_records([self._encode(body)], apply)
         return True
 
     def recover(self, lease_ttl: float) -> list[str]:
@@ -592,7 +598,7 @@ class WorkLeaseJournal:
         )
         if not gone:
             return []
-        lines = [encode_record(self._end_body(RECLAIM, w, self._leases[w], now)) for w in gone]
+        lines = [self._encode(self._end_body(RECLAIM, w, self._leases[w], now)) for w in gone]
 
         def apply() -> None:
             for w in gone:
@@ -618,7 +624,7 @@ class WorkLeaseJournal:
         for w in sorted(self._completed | self._leases.keys() | self._attempts.keys()):
             held = self._leases.get(w)
             if w in self._completed:
-                lines.append(encode_record(self._end_body(DONE, w, None, now)))
+                lines.append(self._encode(self._end_body(DONE, w, None, now)))
             elif held is not None:
                 body: dict[str, Any] = {
                     "event": LEASE,
@@ -629,9 +635,9 @@ class WorkLeaseJournal:
                 if held.clock is not None:
                     body["clock"] = held.clock
                 body["attempt"] = self._attempts.get(w, 0)
-                lines.append(encode_record(body))
+                lines.append(self._encode(body))
             else:
-                lines.append(encode_record(self._end_body(RECLAIM, w, None, now)))
+                lines.append(self._encode(self._end_body(RECLAIM, w, None, now)))
         try:
             self._save_torn_tail()
             _replace_durably(self.path, b"".join(lines))
@@ -704,6 +710,15 @@ class WorkLeaseJournal:
             "clock": UNIX,
             "attempt": self._attempts.get(work_id, 0),
         }
+
+    def _encode(self, body: Mapping[str, Any]) -> bytes:
+        try:
+            return encode_record(body)
+        except ValueError as err:  # e.g. an integer too long for json.dumps
+            raise RecordTooLarge(
+                f"record for journal {self.path} cannot be encoded ({err}): it is over the "
+                f"{MAX_RECORD_BYTES}-byte limit"
+            ) from None
 
     def _check_usable(self) -> None:
         if self._failure == "closed":

@@ -190,6 +190,8 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not JSON: {exc.msg} at {exc.pos}") from None
+    except ValueError as exc:  # e.g. an integer over Python's digit limit
+        raise ProtocolError(f"{kind.name} message is not acceptable JSON: {exc}") from None
     except RecursionError:
         raise ProtocolError(f"{kind.name} message nests too deeply") from None
     if not isinstance(doc, dict):
@@ -235,7 +237,7 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     if (
         not isinstance(cpu, int | float)
         or isinstance(cpu, bool)
-        or not math.isfinite(cpu)
+        or not math.isfinite(float(cpu) if abs(cpu) < 2**1023 else math.inf)
         or cpu < 0
     ):
         raise ProtocolError(f"RESULT cpu_s must be a finite number >= 0, got {cpu!r:.40}")

@@ -241,22 +241,10 @@ def test_opening_any_bytes_raises_nothing_but_a_lease_error(head: bytes, tail: b
             WorkLeaseJournal.open_readonly(path).close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="impl/journal.parse_line catches only ValueError around json.loads: a line of about 1000 "
-    "'[' bytes (10000 here, whatever the stack depth) raises RecursionError, so opening a journal whose torn tail is such a line fails",
-)
 def test_a_deeply_nested_line_is_a_bad_line() -> None:
     assert isinstance(parse_line(b"[" * 10_000, 1), str)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="impl/journal._number accepts an int beyond float range as 'updated' (10**400 with a "
-    "valid crc); recover() then raises OverflowError on every open-and-recover",
-)
 def test_a_lease_stamped_with_an_integer_beyond_float_range_is_a_bad_line() -> None:
     body = {
         "event": "lease",

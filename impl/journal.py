@@ -198,10 +198,71 @@ def _number(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+# The exact layout ``encode_record`` writes for every record this implementation appends
+# (lease, done and reclaim alike), with a plain decimal ``updated``. A line of this shape is
+# parsed without the JSON machinery: its canonical form is rebuilt from the captured text and
+# checksummed. Anything else (legacy records, other spacing or key order, exponents, a
+# mismatching checksum) goes through the general path, which alone decides what is bad.
+_FAST_LINE = re.compile(
+    rb'\{"event":"(lease|done|reclaim)","work_id":"([0-9a-fA-F]{64})",'
+    rb'"worker":(null|-?(?:0|[1-9][0-9]{0,17})),"updated":(-?[0-9]{1,17}\.[0-9]{1,17}),'
+    rb'"clock":"unix","attempt":(0|[1-9][0-9]{0,17}),"crc":"([0-9a-f]{8})"\}'
+)
+_JSON = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name))
+
+
+#: A good record as the scanner produces it: ``Record``'s fields in order, as a plain tuple
+#: (building a frozen dataclass per line would double the cost of opening a journal).
+_Row = tuple[int, str, str, int | None, float | None, str | None, int | None, bool]
+
+
+def _parse_fast(raw: bytes, line: int) -> _Row | None:
+    """The record on a line in ``encode_record``'s layout, or None to use the general path."""
+    m = _FAST_LINE.fullmatch(raw)
+    if m is None:
+        return None
+    event, work_id, worker, updated, attempt, crc = m.groups()
+    if worker == b"null" and event == b"lease":
+        return None
+    stamp = float(updated)
+    if repr(stamp).encode("ascii") != updated:
+        return None  # not the canonical spelling of the number: let the general path decide
+    canonical = (
+        b'{"attempt":%s,"clock":"unix","event":"%s","updated":%s,"work_id":"%s","worker":%s}'
+        % (
+            attempt,
+            event,
+            updated,
+            work_id,
+            worker,
+        )
+    )
+    if b"%08x" % (zlib.crc32(canonical) & 0xFFFFFFFF) != crc:
+        return None
+    return (
+        line,
+        event.decode("ascii"),
+        work_id.decode("ascii"),
+        None if worker == b"null" else int(worker),
+        stamp,
+        UNIX,
+        int(attempt),
+        True,
+    )
+
+
 def parse_line(raw: bytes, line: int) -> Record | str:
     """The record on one line (without its newline), or the reason it is bad."""
+    parsed = _parse_row(raw, line)
+    return parsed if isinstance(parsed, str) else Record(*parsed)
+
+
+def _parse_row(raw: bytes, line: int) -> _Row | str:
+    fast = _parse_fast(raw, line)
+    if fast is not None:
+        return fast
     try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        doc = _JSON.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):  # ValueError covers over-long integers too
         return "not a JSON line"
     except RecursionError:
@@ -241,7 +302,7 @@ def parse_line(raw: bytes, line: int) -> Record | str:
         return "attempt is not an integer >= 0"
     if event == LEASE and (worker is None or updated is None):
         return "lease record without worker or updated"
-    return Record(line, event, work_id, worker, updated, clock, attempt, checksummed)
+    return (line, event, work_id, worker, updated, clock, attempt, checksummed)
 
 
 def _reject_constant(name: str) -> object:
@@ -250,7 +311,15 @@ def _reject_constant(name: str) -> object:
 
 def scan_bytes(data: bytes) -> Scan:
     """Split a journal's bytes into good records and bad lines (see the module docstring)."""
+    scan, rows = _scan(data)
+    scan.records = [Record(*row) for row in rows]
+    return scan
+
+
+def _scan(data: bytes) -> tuple[Scan, list[_Row]]:
+    """``scan_bytes`` with the good records as rows (``scan.records`` is left empty)."""
     scan = Scan(size=len(data))
+    rows: list[_Row] = []
     offset = 0
     number = 0
     while offset < len(data):
@@ -259,11 +328,11 @@ def scan_bytes(data: bytes) -> Scan:
         terminated = end >= 0
         stop = end + 1 if terminated else len(data)
         raw = data[offset:end] if terminated else data[offset:]
-        parsed = parse_line(raw, number)
-        if isinstance(parsed, Record):
+        parsed = _parse_row(raw, number)
+        if not isinstance(parsed, str):
             if scan.bad:
                 scan.corrupt = True
-            scan.records.append(parsed)
+            rows.append(parsed)
             scan.unterminated = not terminated
         else:
             scan.bad.append(BadLine(number, offset, parsed, data[offset:stop]))
@@ -271,7 +340,7 @@ def scan_bytes(data: bytes) -> Scan:
     scan.good_end = scan.bad[0].offset if scan.bad else len(data)
     if scan.bad and not scan.corrupt:
         scan.unterminated = False  # the cut starts at a line boundary
-    return scan
+    return scan, rows
 
 
 def _read_all(fd: int) -> bytes:
@@ -395,7 +464,7 @@ class WorkLeaseJournal:
             if not readonly:
                 self._fd = self._open_for_append(create)
             assert self._fd is not None
-            scan = scan_bytes(_read_all(self._fd))
+            scan, rows = _scan(_read_all(self._fd))
             if scan.corrupt:
                 first = scan.bad[0]
                 raise JournalCorrupt(
@@ -403,9 +472,9 @@ class WorkLeaseJournal:
                     f"followed by good records; the file was left as it was "
                     f"(run `leasefence journal repair {self.path}`)"
                 )
-            for record in scan.records:
-                self._replay(record)
-            scan.records = []  # replayed: only the tail bookkeeping is kept
+            replay = self._replay
+            for row in rows:
+                replay(*row)
             self._scan = scan
         except BaseException:
             self._release()
@@ -436,25 +505,38 @@ class WorkLeaseJournal:
             raise
         return fd
 
-    def _replay(self, r: Record) -> None:
+    def _replay(
+        self,
+        line: int,
+        event: str,
+        work_id: str,
+        worker: int | None,
+        updated: float | None,
+        clock: str | None,
+        attempt: int | None,
+        checksummed: bool,
+    ) -> None:
+        """Apply one good record (a ``Record``'s fields, in order) to the state in memory."""
         self._records += 1
-        if not r.checksummed:
+        if not checksummed:
             self._legacy_records += 1
-        if r.event == LEASE:
-            assert r.worker is not None
-            assert r.updated is not None
-            self._leases[r.work_id] = LeaseRecord(r.worker, r.updated, r.clock)
-            self._completed.discard(r.work_id)
-            attempt = r.attempt if r.attempt is not None else self._attempts.get(r.work_id, 0) + 1
+        if event == LEASE:
+            assert worker is not None
+            assert updated is not None
+            self._leases[work_id] = LeaseRecord(worker, updated, clock)
+            self._completed.discard(work_id)
+            if attempt is None:
+                attempt = self._attempts.get(work_id, 0) + 1
         else:
-            self._leases.pop(r.work_id, None)
-            if r.event == DONE:
-                self._completed.add(r.work_id)
-            attempt = r.attempt if r.attempt is not None else self._attempts.get(r.work_id, 0)
+            self._leases.pop(work_id, None)
+            if event == DONE:
+                self._completed.add(work_id)
+            if attempt is None:
+                attempt = self._attempts.get(work_id, 0)
         if attempt > 0:
-            self._attempts[r.work_id] = attempt
+            self._attempts[work_id] = attempt
         else:
-            self._attempts.pop(r.work_id, None)
+            self._attempts.pop(work_id, None)
 
     # -- views -------------------------------------------------------------------------------
 

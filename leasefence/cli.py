@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "journal": "leasefence.cmd_journal",
     "run": "leasefence.cmd_run",
     "crashcheck": "leasefence.cmd_crashcheck",
+    "bench": "leasefence.cmd_bench",
 }
 
 EXIT_OK = 0

@@ -1,0 +1,290 @@
+"""One contender of the dispatch benchmark, as an MPI job: round trips per second with trivial tasks.
+
+Run by path under ``mpiexec`` (``leasefence bench`` does this, one short job per contender and
+repetition, interleaved)::
+
+    mpiexec -n 3 python benchmarks/dispatch.py CONTENDER --tasks N --out RESULT.json
+    mpiexec -n 3 python -m mpi4py.futures benchmarks/dispatch.py pool --tasks N --out RESULT.json
+
+Rank 0 times ``N`` round trips (one task out to a worker rank, one result back) after a short
+warm-up and writes ``{"contender", "tasks", "seconds", "rate"}`` to RESULT.json. Contenders:
+
+``master-always``  ``Master.open`` on a journal and snapshot in a temporary directory: fencing,
+                   the dispatch transaction, a journal fsync per record and a coordinator
+                   snapshot saved on every change (the real ``leasefence run`` setting).
+``master-group``   the same master over ``WorkLeaseJournal(sync="group")`` and a coordinator with
+                   ``autosave=False``, driven through ``GroupCommitTransport``: before any WORK
+                   leaves, the pending journal records are committed (one fsync) and the
+                   snapshot saved once; results already waiting are handled first, so the syncs
+                   of results arriving together are shared. (The master has no group-commit
+                   path of its own; this composition is what one would do.)
+``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
+                   the master's logic and the MPI loop, no disk (benchmark-only).
+``bare``           a bare mpi4py loop: ``comm.recv(source=ANY_SOURCE)`` on rank 0, one pickled
+                   message each way, blocking receives everywhere.
+``bare-poll``      the same loop receiving with the transport's ``Improbe`` + growing sleep, as
+                   ``leasefence run`` does (separates the polling policy from the master's logic).
+``pool``           ``mpi4py.futures.MPIPoolExecutor.map`` over the worker ranks.
+
+Every master contender runs the real ``master_dispatch``/``worker_execute`` pair with
+``trivial_worker``; the time is taken from the first dispatch to the moment the master has
+every item completed (the STOP/BYE shutdown is not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from mpi4py import MPI
+
+CONTENDERS = ("master-always", "master-group", "master-memory", "bare", "bare-poll", "pool")
+WARMUP = 20
+
+
+def trivial(x: int) -> int:
+    """The pool's task: answers at once."""
+    return x
+
+
+# -- the master contenders ---------------------------------------------------------------------
+
+
+class GroupCommitTransport:
+    """``MpiTransport`` that makes every decision durable once per batch, before a WORK leaves.
+
+    ``send`` only queues. ``receive`` first hands out results already waiting (drained with a
+    non-blocking probe), so the master decides on all of them; when none is left it commits
+    (journal: one write and one fsync for every pending record; coordinator: one snapshot
+    save) and only then sends the queued messages, and polls for more.
+    """
+
+    def __init__(self, comm: Any, commit: Any) -> None:
+        from leasefence.impl.transport import MpiTransport
+
+        self.inner = MpiTransport(comm)
+        self.comm = comm
+        self.commit = commit
+        self.ready: deque[Any] = deque()
+        self.outbox: list[tuple[Any, Any]] = []
+        self.commits = 0
+
+    @property
+    def worker_ranks(self) -> Any:
+        return self.inner.worker_ranks
+
+    def send(self, rank: Any, msg: Any) -> None:
+        self.outbox.append((rank, msg))
+
+    def _drain(self) -> None:
+        while (env := self.inner.receive(0.0)) is not None:
+            self.ready.append(env)
+
+    def flush(self) -> None:
+        if self.outbox or self.commit.pending():
+            self.commit()
+            self.commits += 1
+        for rank, msg in self.outbox:
+            self.inner.send(rank, msg)
+        self.outbox.clear()
+
+    def receive(self, timeout: float) -> Any:
+        self._drain()
+        if self.ready:
+            return self.ready.popleft()
+        self.flush()
+        env = self.inner.receive(timeout)
+        if env is not None:
+            self._drain()
+        return env
+
+
+class _Commit:
+    """Commit the journal's pending records and save the coordinator's snapshot once."""
+
+    def __init__(self, journal: Any, coordinator: Any) -> None:
+        self.journal = journal
+        self.coordinator = coordinator
+
+    def pending(self) -> bool:
+        return bool(self.journal.pending)
+
+    def __call__(self) -> None:
+        self.journal.commit()
+        self.coordinator.save()
+
+
+def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
+    from leasefence.impl.coordinator import StateShardCoordinator
+    from leasefence.impl.journal import WorkLeaseJournal
+    from leasefence.impl.master import Master, StepClock
+    from leasefence.impl.transport import MpiTransport, master_dispatch
+    from leasefence.impl.workload import generate
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from memory_journal import MemoryJournal
+
+    catalogue = generate(tasks + WARMUP, seed=0)
+    with tempfile.TemporaryDirectory(prefix="leasefence-bench-", dir=out.parent) as tmp:
+        journal_path = Path(tmp) / "journal.jsonl"
+        snapshot = Path(tmp) / "snapshot.json"
+        transport: Any
+        if contender == "master-always":
+            master = Master.open(journal_path, snapshot, catalogue, ttl=3600.0)
+            transport = MpiTransport(comm)
+        elif contender == "master-group":
+            clock = StepClock()
+            journal = WorkLeaseJournal(journal_path, clock=clock, sync="group")
+            coordinator = StateShardCoordinator(snapshot, clock=clock, autosave=False)
+            coordinator.save()
+            master = Master(journal, coordinator, catalogue, ttl=3600.0, clock=clock)
+            transport = GroupCommitTransport(comm, _Commit(journal, coordinator))
+        else:
+            clock = StepClock()
+            master = Master(
+                MemoryJournal(clock), StateShardCoordinator(None, clock=clock), catalogue,
+                ttl=3600.0, clock=clock,
+            )  # fmt: skip
+            transport = MpiTransport(comm)
+        marks: dict[str, float] = {}
+
+        def progress(m: Any) -> None:
+            done = m.counters.completed
+            if "start" not in marks and done >= WARMUP:
+                marks["start"] = time.perf_counter()
+                marks["at"] = done
+            if "end" not in marks and m.finished:
+                marks["end"] = time.perf_counter()
+
+        master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, progress=progress)
+        master.close()
+    timed = tasks + WARMUP - marks["at"]
+    seconds = marks["end"] - marks["start"]
+    extra = {"commits": transport.commits} if isinstance(transport, GroupCommitTransport) else {}
+    report(out, contender, timed, seconds, **extra)
+
+
+def master_worker(comm: Any) -> None:
+    from leasefence.impl.transport import worker_execute
+    from leasefence.impl.workload import trivial_worker
+
+    worker_execute(comm, trivial_worker)
+
+
+# -- the bare loops ----------------------------------------------------------------------------
+
+
+def _poll_recv(comm: Any, source: int) -> tuple[Any, int]:
+    from leasefence.impl.transport import _mpi_receive
+
+    while (env := _mpi_receive(comm, source, 1.0)) is None:
+        pass
+    return int.from_bytes(env.data, "big"), env.source
+
+
+def bare_master(comm: Any, tasks: int, poll: bool, out: Path) -> None:
+    workers = range(1, comm.Get_size())
+    total = tasks + WARMUP
+    sent = received = 0
+    status = MPI.Status()
+    start = 0.0
+
+    def send(dest: int, value: int) -> None:
+        if poll:
+            comm.Send([value.to_bytes(8, "big"), MPI.BYTE], dest=dest, tag=1)
+        else:
+            comm.send(value, dest=dest)
+
+    for w in workers:
+        send(w, sent)
+        sent += 1
+    while received < total:
+        if poll:
+            _, source = _poll_recv(comm, MPI.ANY_SOURCE)
+        else:
+            comm.recv(source=MPI.ANY_SOURCE, status=status)
+            source = status.Get_source()
+        received += 1
+        if received == WARMUP:
+            start = time.perf_counter()
+        if sent < total:
+            send(source, sent)
+            sent += 1
+    seconds = time.perf_counter() - start
+    for w in workers:
+        if poll:
+            comm.Send([(2**63).to_bytes(8, "big"), MPI.BYTE], dest=w, tag=1)
+        else:
+            comm.send(None, dest=w)
+    report(out, "bare-poll" if poll else "bare", total - WARMUP, seconds)
+
+
+def bare_worker(comm: Any, poll: bool) -> None:
+    while True:
+        if poll:
+            value, _ = _poll_recv(comm, 0)
+            if value == 2**63:
+                return
+            comm.Send([value.to_bytes(8, "big"), MPI.BYTE], dest=0, tag=2)
+        else:
+            got = comm.recv(source=0)
+            if got is None:
+                return
+            comm.send(got, dest=0)
+
+
+# -- MPIPoolExecutor ---------------------------------------------------------------------------
+
+
+def pool_job(tasks: int, out: Path) -> None:
+    from mpi4py.futures import MPIPoolExecutor
+
+    with MPIPoolExecutor() as pool:
+        pool.bootup()
+        list(pool.map(trivial, range(WARMUP)))
+        start = time.perf_counter()
+        results = list(pool.map(trivial, range(tasks)))
+        seconds = time.perf_counter() - start
+    assert results == list(range(tasks))
+    report(out, "pool", tasks, seconds)
+
+
+def report(out: Path, contender: str, tasks: int, seconds: float, **extra: Any) -> None:
+    doc = {"contender": contender, "tasks": tasks, "seconds": seconds, "rate": tasks / seconds}
+    out.write_text(json.dumps({**doc, **extra}) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("contender", choices=CONTENDERS)
+    p.add_argument("--tasks", type=int, default=300)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args()
+    comm = MPI.COMM_WORLD
+    if args.contender == "pool":
+        pool_job(args.tasks, args.out)
+        return
+    if comm.Get_size() < 2:
+        sys.exit("dispatch.py: needs mpiexec -n 2 or more")
+    rank = comm.Get_rank()
+    if args.contender.startswith("master"):
+        if rank == 0:
+            master_job(comm, args.contender, args.tasks, args.out)
+        else:
+            master_worker(comm)
+    else:
+        poll = args.contender == "bare-poll"
+        if rank == 0:
+            bare_master(comm, args.tasks, poll, args.out)
+        else:
+            bare_worker(comm, poll)
+
+
+if __name__ == "__main__":
+    main()

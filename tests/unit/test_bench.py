@@ -1,0 +1,97 @@
+"""``leasefence bench`` at its smallest sizes: the non-MPI benchmarks run and report every goal.
+
+These check the structure of what is reported, never a figure: the machine is shared and noisy,
+and the benchmarks exist to print ratios, not to gate on them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from leasefence.bench import BENCHMARKS, Goal, Sizes, run
+from leasefence.cli import main
+
+NON_MPI = ("journal", "recovery", "verification")
+
+
+@pytest.fixture(scope="module")
+def report_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    out = io.StringIO()
+    report = run(Sizes.named("tiny"), NON_MPI, directory=tmp_path_factory.mktemp("bench"), out=out)
+    assert report.errors == [], out.getvalue()
+    doc = report.to_json()
+    return dict(json.loads(json.dumps(doc)))
+
+
+def test_every_non_mpi_benchmark_reports_its_contenders_side_by_side(
+    report_json: dict[str, object],
+) -> None:
+    results = report_json["results"]
+    assert isinstance(results, dict)
+    assert set(results) == set(NON_MPI)
+    for mode in ("per_call", "group"):
+        figures = results["journal"][mode]
+        assert set(figures["median_pairs_per_s"]) == {
+            "journal",
+            "sqlite",
+            "append_fdatasync",
+            "overwrite_fdatasync",
+        }
+        assert figures["journal_over_sqlite"] > 0
+        assert figures["journal_over_limit"] > 0
+    rows = results["recovery"]["sizes"]
+    assert [r["records"] for r in rows] == list(Sizes.named("tiny").recovery)
+    assert all(r["records_after_compaction"] == r["records"] // 2 for r in rows)
+    assert results["recovery"]["active_open_s"] > 0
+    model_vs_tlc = results["verification"]["model_vs_tlc"]
+    assert model_vs_tlc["median_states_per_s"]["model"] > 0
+    assert (model_vs_tlc["model_over_tlc"] is None) == ("tlc_skipped" in model_vs_tlc)
+
+
+def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
+    report_json: dict[str, object],
+) -> None:
+    goals = report_json["goals"]
+    assert isinstance(goals, list)
+    assert len(goals) == 9
+    assert {g["status"] for g in goals} <= {"PASS", "MISS", "SKIP"}
+    dispatch = [g for g in goals if "master" in g["name"]]
+    assert [g["status"] for g in dispatch] == ["SKIP", "SKIP"]  # dispatch was not run
+    assert all(g["value"] is not None for g in goals if g["name"].startswith("journal"))
+    assert report_json["schema"] == 1
+    assert {"python", "cpu", "cores"} <= set(report_json["machine"])  # type: ignore[arg-type]
+
+
+def test_a_goal_compares_in_the_direction_it_states() -> None:
+    assert Goal("a", "x", 1.0, ">=", 1.0).status == "PASS"
+    assert Goal("a", "x", 0.9, ">=", 1.0).status == "MISS"
+    assert Goal("a", "x", 40.0, "<=", 50.0).status == "PASS"
+    assert Goal("a", "x", 60.0, "<=", 50.0).status == "MISS"
+    assert Goal("a", "x", None, "<=", 50.0).status == "SKIP"
+
+
+def test_the_command_writes_json_and_exits_zero_whatever_the_goals_say(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "out" / "bench.json"
+    status = main(
+        ["bench", "--tiny", "--only", "journal", "--json", str(target), "--dir", str(tmp_path)]
+    )
+    assert status == 0
+    doc = json.loads(target.read_text())
+    assert set(doc["results"]) == {"journal"}
+    printed = capsys.readouterr().out
+    assert "journal / SQLite, per-call sync" in printed
+    assert "goal >= 1.00x" in printed
+
+
+def test_an_unknown_benchmark_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--only", "journal,nosuch"])
+    assert exc.value.code == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert set(BENCHMARKS) == {"journal", "recovery", "dispatch", "verification"}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -236,6 +237,11 @@ class Master:
         self._seen_completed: set[str] = set(journal.completed)
         self._dirty = True
         self._reopen: Callable[[], Master] | None = None
+        #: Fault injection (``leasefence run --duplicate-candidates RATE``): with this
+        #: probability an idle rank is first offered a work item another rank is running, a
+        #: concurrent candidate for the same work and state task that F314 must refuse.
+        self.duplicate_candidates = 0.0
+        self.duplicate_rng = random.Random(0)
 
     # -- opening, restart ------------------------------------------------------------------
 
@@ -588,7 +594,11 @@ class Master:
         refused: set[WorkId] = set()
         sends: list[tuple[Rank, Work]] = []
         for rank in idle:
-            for work_id in pending:
+            candidates = pending
+            running = sorted({d.work_id for d in self.active.values()} - refused)
+            if running and self.duplicate_rng.random() < self.duplicate_candidates:
+                candidates = [self.duplicate_rng.choice(running), *pending]
+            for work_id in candidates:
                 if work_id in refused:
                     continue
                 outcome = self.dispatch(work_id, rank)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import random
 import sys
 import tempfile
 import time
@@ -35,6 +38,83 @@ class RunConfig:
     worker: str = "z3"
     late_s: float | None = None  # default: 1.5 x ttl
     progress_every: float = 1.0
+    # Fault injection for campaigns (``leasefence campaign``); all off by default.
+    clock_file: Path | None = None
+    compact_every: int = 0
+    events: Path | None = None
+    duplicate_candidates: float = 0.0
+
+
+class InjectedClock:
+    """The master's Unix clock with faults read from a JSON file at each reading (``--clock-file``).
+
+    ``{"wall_offset": S, "mono_origin": M}``: ``wall_offset`` seconds are added to ``time.time()``
+    (a step forward or back of the wall clock); ``mono_origin`` is a reading of the host's
+    monotonic clock taken at a simulated reboot, applied once when the master starts (see
+    ``simulate_reboot``). A missing or unreadable file is no fault.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, float]:
+        try:
+            doc = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict):
+            return {}
+        return {k: float(v) for k, v in doc.items() if isinstance(v, int | float)}
+
+    def __call__(self) -> float:
+        return time.time() + self.read().get("wall_offset", 0.0)
+
+
+def simulate_reboot(origin: float) -> None:
+    """A host reboot as this process sees it: ``time.monotonic()`` counts from ``origin`` (a
+    monotonic reading taken at the simulated boot), as if the machine had booted then. The offset
+    is constant for the life of the process, so the clock stays monotonic; only code that
+    persists monotonic readings (F314 defect 3) can tell."""
+    real = time.monotonic
+    if origin <= 0 or origin > real():
+        return
+    time.monotonic = lambda: real() - origin
+
+
+class EventLog:
+    """The campaign's measurement log (``--events``): one NDJSON line per master start, dispatch
+    sent, result handled and compaction, stamped with the real (uninjected) Unix time."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, kind: str, **fields: Any) -> None:
+        fields.update(kind=kind, t=time.time())
+        self._fh.write(json.dumps(fields, separators=(",", ":")) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class _LoggedTransport:
+    """A transport that logs every WORK it sends (the dispatches actually sent)."""
+
+    def __init__(self, inner: MpiTransport, log: EventLog) -> None:
+        self.inner, self.log = inner, log
+
+    @property
+    def worker_ranks(self) -> tuple[Any, ...]:
+        return self.inner.worker_ranks
+
+    def send(self, rank: Any, msg: Any) -> None:
+        self.inner.send(rank, msg)
+        work_id = getattr(msg, "work_id", None)
+        if work_id is not None:
+            self.log.write("dispatch", r=int(rank), w=work_id)
+
+    def receive(self, timeout: float) -> Any:
+        return self.inner.receive(timeout)
 
 
 class Coverage:
@@ -94,9 +174,15 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
     logging.basicConfig(
         level=logging.WARNING, stream=err, format="leasefence %(levelname)s: %(message)s"
     )
+    injected = InjectedClock(config.clock_file) if config.clock_file is not None else None
+    if injected is not None:
+        simulate_reboot(injected.read().get("mono_origin", 0.0))
     start = time.monotonic()
     catalogue = generate(config.work, config.seed)
-    transport = MpiTransport(comm)
+    events = EventLog(config.events) if config.events is not None else None
+    transport: Any = MpiTransport(comm)
+    if events is not None:
+        transport = _LoggedTransport(transport, events)
     with tempfile.TemporaryDirectory(prefix="leasefence-run-") as tmp:
         journal = config.journal or Path(tmp) / ".work_leases.jsonl"
         snapshot = config.snapshot or journal.with_name(journal.name + ".snapshot.json")
@@ -108,8 +194,22 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
                 ranks=transport.worker_ranks,
                 task_of={i.work_id: i.state_task_id for i in catalogue},
             )
-        master = Master.open(journal, snapshot, catalogue, ttl=config.ttl, trace=trace)
+        restarting = journal.exists() and journal.stat().st_size > 0
+        master = Master.open(
+            journal,
+            snapshot,
+            catalogue,
+            ttl=config.ttl,
+            trace=trace,
+            clock=injected if injected is not None else time.time,
+        )
+        master.duplicate_candidates = config.duplicate_candidates
+        master.duplicate_rng = random.Random(f"{config.seed}/duplicate-candidates")
         coverage = Coverage(master)
+        on_result: Callable[[Result, Any], None] = coverage
+        if events is not None:
+            events.write("start", pid=os.getpid(), restart=restarting)
+            on_result = _logged(master, coverage, events, config.compact_every)
         print(
             f"leasefence run: {len(catalogue)} work items, {len(transport.worker_ranks)} worker "
             f"ranks, ttl {config.ttl:g} s, seed {config.seed}, worker {config.worker}"
@@ -122,14 +222,18 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
             master_dispatch(
                 master,
                 transport,
-                on_result=coverage,
+                on_result=on_result,
                 progress=_progress(start, config.progress_every, coverage, err),
             )
             summary = master.summary()
+            if events is not None:
+                events.write("end", **master.counters.as_dict())
         finally:
             master.close()
             if trace is not None:
                 trace.close()
+            if events is not None:
+                events.close()
     wall = time.monotonic() - start
     c = master.counters
     lines = [
@@ -164,6 +268,40 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
         and c.given_up == 0
     )
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _logged(
+    master: Master, coverage: Coverage, events: EventLog, compact_every: int
+) -> Callable[[Result, Any], None]:
+    """``on_result`` for campaigns: coverage, one ``result`` line per result handled, and a
+    journal compaction after every ``compact_every`` accepted completions."""
+    done = [0]
+
+    def on_result(result: Result, outcome: Any) -> None:
+        coverage(result, outcome)
+        item = master.catalogue.get(result.work_id)
+        accepted = not outcome.stale and outcome.work_ok and result.ok
+        events.write(
+            "result",
+            w=result.work_id,
+            ok=result.ok,
+            cpu_s=result.cpu_s,
+            stale=outcome.stale,
+            work_ok=outcome.work_ok,
+            state_ok=outcome.state_ok,
+            reached=item.target
+            if accepted and item is not None and reached(item, result.output)
+            else None,
+        )
+        if outcome.work_ok and result.ok:
+            done[0] += 1
+            if compact_every and done[0] % compact_every == 0:
+                compact = getattr(master.journal, "compact", None)
+                if compact is not None:
+                    compact()
+                    events.write("compact")
+
+    return on_result
 
 
 def _progress(

@@ -80,12 +80,63 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument(
+        "--inject-rate",
+        type=_rate,
+        default=0.15,
+        metavar="P",
+        help="probability that each injected fault hits a given result (default 0.15)",
+    )
+    p.add_argument(
         "--worker",
         choices=("z3", "trivial"),
         default="z3",
         help="worker function: z3 (branch-reaching SMT queries, default) or trivial",
     )
+    f = p.add_argument_group("fault injection for campaigns (leasefence campaign)")
+    f.add_argument(
+        "--clock-file",
+        type=Path,
+        metavar="PATH",
+        help=(
+            'the master\'s clock reads {"wall_offset": S, "mono_origin": M} from this JSON file '
+            "at each step: S seconds added to the wall clock (steps forward or back); M, a "
+            "monotonic reading taken at a simulated reboot, is the monotonic origin at start"
+        ),
+    )
+    f.add_argument(
+        "--compact-every",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="compact the journal after every N accepted completions",
+    )
+    f.add_argument(
+        "--events",
+        type=Path,
+        metavar="PATH",
+        help="append an NDJSON log of starts, dispatches, results and compactions (real time)",
+    )
+    f.add_argument(
+        "--duplicate-candidates",
+        type=_rate,
+        default=0.0,
+        metavar="RATE",
+        help=(
+            "probability that an idle rank is first offered work another rank is running "
+            "(a concurrent candidate for the same work and state task; F314 refuses it)"
+        ),
+    )
     p.set_defaults(func=run)
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,7 +151,13 @@ def run(args: argparse.Namespace) -> int:
         journal=args.journal,
         snapshot=args.snapshot,
         trace=args.trace,
-        inject=Injection(args.inject.kinds if args.inject else frozenset(), seed=args.seed),
+        inject=Injection(
+            args.inject.kinds if args.inject else frozenset(), args.inject_rate, args.seed
+        ),
         worker=args.worker,
+        clock_file=args.clock_file,
+        compact_every=args.compact_every,
+        events=args.events,
+        duplicate_candidates=args.duplicate_candidates,
     )
     return run_job(config)

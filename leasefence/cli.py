@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "journal": "leasefence.cmd_journal",
     "run": "leasefence.cmd_run",
     "crashcheck": "leasefence.cmd_crashcheck",
+    "campaign": "leasefence.cmd_campaign",
     "bench": "leasefence.cmd_bench",
 }
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from leasefence.campaign import layer_campaign
 from leasefence.crashcheck import layer_crashcheck
 from leasefence.model.check import explore
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
@@ -106,6 +107,7 @@ LAYERS: list[tuple[str, Layer]] = [
     ("model check", layer_model),
     ("tlc", layer_tlc),
     ("crashcheck", layer_crashcheck),
+    ("campaign", layer_campaign),
 ]
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from leasefence.campaign import layer_campaign
+from leasefence.conformance.layer import layer_conformance
 from leasefence.crashcheck import layer_crashcheck
 from leasefence.model.check import explore
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
@@ -108,7 +109,18 @@ LAYERS: list[tuple[str, Layer]] = [
     ("tlc", layer_tlc),
     ("crashcheck", layer_crashcheck),
     ("campaign", layer_campaign),
+    ("conformance", layer_conformance),
+    ("crosshair", lambda deep: _lazy("leasefence.contracts", deep)),
+    ("planted bugs", lambda deep: _lazy("leasefence.mutants", deep)),
 ]
+
+
+def _lazy(module: str, deep: bool) -> list[Row]:
+    """A layer whose ``verify_rows`` lives in ``module`` (imported only when it runs)."""
+    import importlib
+
+    rows: list[Row] = importlib.import_module(module).verify_rows(deep)
+    return rows
 
 
 def run_verify(deep: bool = False, reports: str = "reports") -> int:

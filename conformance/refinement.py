@@ -1,0 +1,170 @@
+"""Refinement mappings: the implementation's objects seen as the model's abstract states.
+
+Each function reads a live implementation object and returns the value of ``leasefence.model``
+that it must equal after every step of a conformance machine:
+
+==============================  =====================  ==========================================
+implementation                  model                  mapping
+==============================  =====================  ==========================================
+``WorkLeaseJournal``            ``state.Journal``      ``journal_state``
+``StateShardCoordinator``       ``state.Coordinator``  ``coordinator_state``
+``Master`` (+ the environment)  ``state.State``        ``master_state``
+==============================  =====================  ==========================================
+
+Time: the machines drive one injected ``TickClock`` in whole seconds, and one second is one
+model tick, so a Unix timestamp maps to the tick of the same number (``tick``). The model's
+monotonic clock has no counterpart in the implementation (F314 persists Unix time only): it,
+the results in flight, and the fault counters are the environment's, kept by the machine in an
+``Environment`` and copied into the mapped state unchanged.
+
+Clock domains: the implementation's ``"unix"`` tag is the model's ``unix``; an untagged lease
+(``clock is None``, a record in F314's original format) is the model's ``legacy``.
+
+Statistics: the implementation knows a task (with zero statistics) from its first lease; the
+model keeps an entry only once a completion or failure is booked. The mapping keeps the tasks
+with ``completions + failures > 0``; amounts are whole numbers on both sides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from leasefence.impl.coordinator import StateShardCoordinator
+from leasefence.impl.journal import LeaseRecord, WorkLeaseJournal
+from leasefence.impl.master import Master
+from leasefence.impl.rules import UNIX
+from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
+from leasefence.model.state import Coordinator, Dispatch, Journal, Lease, State, StateLease, Stats
+
+
+class TickClock:
+    """The injected Unix clock of a conformance run: whole seconds, moved only by the machine."""
+
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return float(self.now)
+
+
+def tick(seconds: float) -> int:
+    """The model tick of an implementation timestamp; it must be a whole second."""
+    if not math.isfinite(seconds) or seconds != int(seconds):
+        raise AssertionError(f"timestamp {seconds!r} is not a whole second (a model tick)")
+    return int(seconds)
+
+
+def clock_domain(tag: str | None) -> str:
+    """The model's clock domain of an implementation clock tag."""
+    if tag == UNIX:
+        return CLOCK_UNIX
+    if tag is None:
+        return CLOCK_LEGACY
+    raise AssertionError(f"unknown clock tag {tag!r} in the journal")
+
+
+def lease_of(x: LeaseRecord) -> Lease:
+    """One active work lease in the model's terms."""
+    return Lease(owner=x.worker, updated=tick(x.updated), clock=clock_domain(x.clock))
+
+
+def journal_state(j: WorkLeaseJournal) -> Journal:
+    """The journal's abstract state: active leases, completed IDs, attempts per ID."""
+    return Journal(
+        leases=tuple((w, lease_of(x)) for w, x in sorted(j.leases.items())),
+        completed=frozenset(j.completed),
+        attempts=tuple(sorted(j.attempts.items())),
+    )
+
+
+def _whole(amount: float) -> int:
+    if amount != int(amount):
+        raise AssertionError(f"statistic {amount!r} is not a whole number (the model's amounts)")
+    return int(amount)
+
+
+def coordinator_state(c: StateShardCoordinator) -> Coordinator:
+    """The coordinator's abstract state: epoch, every lease (active or stale), booked statistics."""
+    return Coordinator(
+        epoch=c.epoch,
+        leases=tuple(
+            (t, StateLease(owner=x.owner, updated=tick(x.updated), epoch=x.epoch))
+            for t, x in sorted(c.leases.items())
+        ),
+        stats=tuple(
+            (
+                t,
+                Stats(
+                    completions=s.completions,
+                    failures=s.failures,
+                    reward=_whole(s.reward),
+                    cost=_whole(s.cost),
+                ),
+            )
+            for t, s in sorted(c.statistics.items())
+            if s.completions or s.failures
+        ),
+    )
+
+
+@dataclass
+class Environment:
+    """What the model's ``State`` holds beyond the implementation: the clocks as the machine set
+    them, the results in flight (the machine is the network) and the fault counters."""
+
+    wall: int = 0
+    mono: int = 0
+    net: frozenset[tuple[int, str]] = frozenset()
+    dups: int = 0
+    reboots: int = 0
+    rollbacks: int = 0
+
+    def state(
+        self, journal: Journal | None = None, coordinator: Coordinator | None = None
+    ) -> State:
+        """A model state with this environment and the given containers (no dispatch)."""
+        return State(
+            wall=self.wall,
+            mono=self.mono,
+            journal=Journal() if journal is None else journal,
+            coordinator=Coordinator() if coordinator is None else coordinator,
+            net=self.net,
+            dups=self.dups,
+            reboots=self.reboots,
+            rollbacks=self.rollbacks,
+        )
+
+
+def active_dispatches(m: Master) -> tuple[tuple[int, Dispatch], ...]:
+    """The master's active dispatches: rank -> (work, the task it stored at dispatch time)."""
+    return tuple(
+        (int(r), Dispatch(work=str(d.work_id), task=str(d.task_id)))
+        for r, d in sorted(m.active.items())
+    )
+
+
+def master_state(m: Master, env: Environment) -> State:
+    """The whole system's abstract state: the master's journal, coordinator and dispatches."""
+    journal = m.journal
+    coordinator = m.coordinator
+    if not isinstance(journal, WorkLeaseJournal) or not isinstance(
+        coordinator, StateShardCoordinator
+    ):
+        raise TypeError("master_state maps a master over a WorkLeaseJournal and a coordinator")
+    return env.state(journal_state(journal), coordinator_state(coordinator))._replace(
+        active=active_dispatches(m)
+    )
+
+
+__all__ = [
+    "Environment",
+    "TickClock",
+    "active_dispatches",
+    "clock_domain",
+    "coordinator_state",
+    "journal_state",
+    "lease_of",
+    "master_state",
+    "tick",
+]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from leasefence.model.check import flatten
+from leasefence.model.journal import lease_work
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
 from leasefence.model.state import Coordinator, Journal, Lease, State, StateLease, Stats, get
 from leasefence.model.system import (
@@ -263,11 +264,17 @@ def _adopt(s: State, recovered: dict[str, Any]) -> State:
 
 
 def _master_steps(s: State, b: Bounds) -> list[State]:
-    """Every state one master step (DispatchWork, DeliverResult, ReclaimExpired) leads to."""
+    """Every state one master step (DispatchWork, DeliverResult, ReclaimExpired) leads to, and
+    for DispatchWork also the state after its journal lease alone: a master killed inside the
+    transaction, before RejectDispatch gave the lease back, leaves exactly that on disk."""
     out = [reclaim_expired(s, b)[1]]
     for r in b.ranks:
         if get(s.active, r) is None:
             out += [dispatch_work(s, w, r, b)[1] for w in b.works]
+            for w in b.works:
+                ok, j = lease_work(s.journal, w, r, s.wall, s.mono, b.flavour)
+                if ok:
+                    out.append(s._replace(journal=j))
     for r, w in sorted(s.net):
         for rep in (*b.tasks, None):
             out += [deliver_result(s, r, w, rep, ok, b)[1] for ok in (True, False)]

@@ -71,6 +71,13 @@ def apply(mutant: Mutant, tree: Path) -> None:
                 f"leasefence/mutants.py"
             )
         text = text.replace(old, new)
+    try:
+        compile(text, str(target), "exec")
+    except SyntaxError as err:
+        raise StaleMutant(
+            f"mutant {mutant.name}: the patched {mutant.path} does not compile ({err}); a mutant "
+            f"must be a bug the tests can catch, not a file Python cannot import"
+        ) from None
     target.write_text(text)
 
 
@@ -175,7 +182,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         C,
         (
             (
-                "if self._active(task_id) is not None:\n            return False\n",
+                "        if self._active(task_id) is not None:\n            return False\n",
                 "",
             ),
         ),

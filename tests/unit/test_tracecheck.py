@@ -144,3 +144,26 @@ def test_a_disk_state_no_single_step_explains_is_a_divergence() -> None:
     report = validate([*GOOD[:8], _restart(disk)])
     assert not report.ok
     assert "RestartMaster" in (report.divergence or "")
+
+
+def test_a_kill_inside_a_refused_dispatch_before_its_work_lease_was_given_back_is_accepted() -> (
+    None
+):
+    # W1 runs on rank 1 and holds s1; the master tried W2 (also s1) on rank 2: the journal lease
+    # was written, the state lease was refused, and the master died before RejectDispatch.
+    disk = {
+        "journal": {
+            "leases": {W1: [1, 100.0, "unix"], W2: [2, 100.05, "unix"]},
+            "completed": [],
+            "attempts": {W1: 1, W2: 1},
+        },
+        "coordinator": {"epoch": 2, "leases": {"s1": [1, 0.0, 1]}, "stats": {}},
+    }
+    lines = [
+        GOOD[0],
+        GOOD[1],
+        json.dumps({"event": "RestartMaster", "now": 100.1, "recovered": disk}),
+    ]
+    report = validate(lines)
+    assert report.ok, report.divergence
+    assert report.lost_steps == 1

@@ -42,13 +42,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import json
 import math
 import os
 import re
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -343,6 +344,24 @@ def _scan(data: bytes) -> tuple[Scan, list[_Row]]:
     return scan, rows
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a journal is read and replayed.
+
+    Replay allocates a few objects per record and frees none of them, so every collection it
+    triggers scans a growing heap for nothing; pausing it makes opening a large journal about a
+    third faster (``leasefence bench``, recovery). It is re-enabled even on an error.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _read_all(fd: int) -> bytes:
     chunks: list[bytes] = []
     offset = 0
@@ -464,18 +483,19 @@ class WorkLeaseJournal:
             if not readonly:
                 self._fd = self._open_for_append(create)
             assert self._fd is not None
-            scan, rows = _scan(_read_all(self._fd))
-            if scan.corrupt:
-                first = scan.bad[0]
-                raise JournalCorrupt(
-                    f"journal {self.path} is corrupt: line {first.line} ({first.reason}) is "
-                    f"followed by good records; the file was left as it was "
-                    f"(run `leasefence journal repair {self.path}`)"
-                )
-            replay = self._replay
-            for row in rows:
-                replay(*row)
-            self._scan = scan
+            with _gc_paused():
+                scan, rows = _scan(_read_all(self._fd))
+                if scan.corrupt:
+                    first = scan.bad[0]
+                    raise JournalCorrupt(
+                        f"journal {self.path} is corrupt: line {first.line} ({first.reason}) is "
+                        f"followed by good records; the file was left as it was "
+                        f"(run `leasefence journal repair {self.path}`)"
+                    )
+                replay = self._replay
+                for row in rows:
+                    replay(*row)
+                self._scan = scan
         except BaseException:
             self._release()
             raise

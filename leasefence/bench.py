@@ -633,10 +633,20 @@ def bench_conformance(sizes: Sizes, say: Callable[[str], None]) -> dict[str, Any
 
 
 def bench_verification(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    return {
-        "model_vs_tlc": bench_model_vs_tlc(sizes, where, say),
-        "conformance": bench_conformance(sizes, say),
+    """Both parts run even when one fails; a failure is listed under ``errors`` (and reported
+    as an error of the run)."""
+    out: dict[str, Any] = {"errors": []}
+    parts: dict[str, Callable[[], dict[str, Any]]] = {
+        "model_vs_tlc": lambda: bench_model_vs_tlc(sizes, where, say),
+        "conformance": lambda: bench_conformance(sizes, say),
     }
+    for name, part in parts.items():
+        try:
+            out[name] = part()
+        except Exception as exc:
+            out["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
+            say(f"  ERROR {name}: {type(exc).__name__}: {exc}")
+    return out
 
 
 RUNNERS: dict[str, Callable[[Sizes, Path, Callable[[str], None]], dict[str, Any]]] = {
@@ -706,6 +716,8 @@ def run(
             sub.mkdir()
             try:
                 report.results[name] = RUNNERS[name](sizes, sub, say)
+                for error in report.results[name].get("errors", []):
+                    report.errors.append(f"{name}: {error}")
             except Exception as exc:
                 report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 say(f"  ERROR {name}: {type(exc).__name__}: {exc}")

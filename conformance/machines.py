@@ -1156,12 +1156,7 @@ class SystemMachine(MasterMachine):
                 elif self.trace_path.exists():
                     with self.trace_path.open(encoding="utf-8") as fh:
                         report = validate(fh)
-                    if not report.ok and "no such result in flight" in str(report.divergence):
-                        # tracecheck infers a duplicated delivery (keep) from later events and
-                        # gets it wrong when the rank is given the same work again after the
-                        # result's last copy arrived (reported; see KNOWN_TRACECHECK_ISSUE).
-                        COVERAGE.hit(self.NAME, "trace:diverged (known tracecheck keep inference)")
-                    elif not report.ok:
+                    if not report.ok:
                         raise ConformanceFailure(
                             f"the run's trace does not validate at line {report.line}: "
                             f"{report.divergence}"
@@ -1182,15 +1177,6 @@ class SystemMachine(MasterMachine):
     @rule()
     def compact_journal(self) -> None:
         self.do_compact_journal()
-
-
-#: A defect of ``tracecheck.validate`` found by the system machine (see the report of issue 7):
-#: ``keep`` of a DeliverResult is inferred as "delivered again later and not re-dispatched
-#: later", so Dispatch(w, r); Deliver(r, w) twice; Dispatch(w, r) is read as a single delivery
-#: and the second one has "no such result in flight".
-KNOWN_TRACECHECK_ISSUE = (
-    "DeliverResult keep inference ignores the order of redelivery and re-dispatch"
-)
 
 
 MACHINES: dict[str, type[_Conformance]] = {

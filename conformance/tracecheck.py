@@ -194,18 +194,17 @@ def _apply(
                 f"DeliverResult({r}, {w!r}): no such result in flight in the model (never dispatched)",
                 s,
             )
-        again = any(
-            e.get("event") == "DeliverResult" and int(e.get("r", -1)) == r and e.get("w") == w
-            for _, e in rest
-        )
-        redispatched = any(
-            e.get("event") == "DispatchWork"
-            and int(e.get("r", -1)) == r
-            and e.get("w") == w
-            and e.get("ok")
-            for _, e in rest
-        )
-        keep = again and not redispatched
+        # A duplicated delivery leaves its message in flight: it is one when the next event
+        # about the same (rank, work) is another delivery rather than a new dispatch of it.
+        keep = False
+        for _, e in rest:
+            if int(e.get("r", -1)) != r or e.get("w") != w:
+                continue
+            if e.get("event") == "DeliverResult":
+                keep = True
+                break
+            if e.get("event") == "DispatchWork" and e.get("ok"):
+                break
         res, t = deliver_result(s, r, w, reported, bool(_need(ev, "ok", lineno)), b, keep=keep)
         got = (
             bool(ev.get("stale", False)),

@@ -167,3 +167,17 @@ def test_a_kill_inside_a_refused_dispatch_before_its_work_lease_was_given_back_i
     report = validate(lines)
     assert report.ok, report.divergence
     assert report.lost_steps == 1
+
+
+def test_a_duplicated_result_then_a_new_dispatch_of_the_same_work_to_the_same_rank_validates() -> (
+    None
+):
+    lines = _lines(
+        {"event": "DispatchWork", "w": W1, "r": 1, "now": 1.0, "ok": True, "refused": None},
+        _deliver(1, W1, 1.1, ok=False, work_ok=True, state_ok=True),
+        _deliver(1, W1, 1.2, ok=False, work_ok=False, state_ok=False),
+        {"event": "DispatchWork", "w": W1, "r": 1, "now": 1.3, "ok": True, "refused": None},
+        _deliver(1, W1, 1.4),
+    )
+    report = validate(lines)
+    assert report.ok, report.divergence

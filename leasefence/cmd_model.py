@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from leasefence.model.check import CheckResult, changes, explore, format_label
-from leasefence.model.flavours import DESCRIPTIONS, EXPECTED_VIOLATIONS, Flavour
-from leasefence.model.system import Bounds
+from leasefence.model.flavours import DESCRIPTIONS, Flavour, expected_violations
+from leasefence.model.system import FENCES, Bounds
 
 _DEFAULT = Bounds()
+#: The default last wall-clock tick with --pipeline > 1: one tick (the TTL still expires, and
+#: the reboot and the rollback stay) keeps the depth-2 check within about a minute on 2 cores.
+PIPELINED_MAX_WALL = 1
 
 
 def _task_map(text: str) -> tuple[tuple[str, str], ...]:
@@ -61,8 +64,10 @@ def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-wall",
         type=_nonneg,
-        default=d.max_wall,
-        help=f"last wall-clock tick (default {d.max_wall})",
+        default=None,
+        help=(
+            f"last wall-clock tick (default {d.max_wall}; {PIPELINED_MAX_WALL} with --pipeline > 1)"
+        ),
     )
     g.add_argument(
         "--reboots",
@@ -101,6 +106,22 @@ def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
         help=f"duplicated results (default {d.max_dups})",
     )
     g.add_argument(
+        "--pipeline",
+        type=_nonneg,
+        default=d.pipeline,
+        metavar="N",
+        help=f"dispatches one rank may hold at once (default {d.pipeline}: F314's one per rank)",
+    )
+    g.add_argument(
+        "--fence",
+        choices=FENCES,
+        default=d.fence,
+        help=(
+            "owner token of every lease: rank (F314: the MPI rank alone) or generation "
+            f"((rank, dispatch_generation), carried by WORK and RESULT) (default {d.fence})"
+        ),
+    )
+    g.add_argument(
         "--flavour",
         choices=[f.value for f in Flavour],
         default=Flavour.FIXED.value,
@@ -112,11 +133,17 @@ def bounds_from_args(args: argparse.Namespace) -> Bounds:
     """The ``Bounds`` the bound flags describe."""
     if args.ranks < 1:
         raise SystemExit("leasefence model: --ranks must be at least 1")
+    if args.pipeline < 1:
+        raise SystemExit("leasefence model: --pipeline must be at least 1")
     return Bounds(
         task_of=args.works,
         ranks=tuple(range(1, args.ranks + 1)),
         ttl=args.ttl,
-        max_wall=args.max_wall,
+        max_wall=(
+            args.max_wall
+            if args.max_wall is not None
+            else (PIPELINED_MAX_WALL if args.pipeline > 1 else _DEFAULT.max_wall)
+        ),
         max_reboots=args.reboots,
         max_rollbacks=args.rollbacks,
         max_restarts=args.restarts,
@@ -124,6 +151,8 @@ def bounds_from_args(args: argparse.Namespace) -> Bounds:
         max_leases=args.leases,
         max_dups=args.dups,
         flavour=Flavour(args.flavour),
+        pipeline=args.pipeline,
+        fence=args.fence,
     )
 
 
@@ -173,7 +202,7 @@ def run_check(args: argparse.Namespace) -> int:
         f"  bounds: works {dict(bounds.task_of)}, ranks {list(bounds.ranks)}, ttl {bounds.ttl}, "
         f"max_wall {bounds.max_wall}, reboots {bounds.max_reboots}, rollbacks {bounds.max_rollbacks}, "
         f"restarts {bounds.max_restarts}, attempts {bounds.max_attempts}, leases {bounds.max_leases}, "
-        f"dups {bounds.max_dups}"
+        f"dups {bounds.max_dups}, pipeline {bounds.pipeline}, fence {bounds.fence}"
     )
     rate = result.states / elapsed if elapsed > 0 else 0.0
     print(
@@ -193,12 +222,13 @@ def run_check(args: argparse.Namespace) -> int:
                     print(f"         {line}")
             prev = step.state
         print(f"  last state: {result.trace[-1].state!r}")
-        expected = EXPECTED_VIOLATIONS[bounds.flavour]
+        expected = expected_violations(bounds.flavour, bounds.pipeline, bounds.fence)
         if expected:
             hit = sorted(expected & set(result.violated))
-            print(
-                f"  expected for {bounds.flavour.value}: one of {sorted(expected)}; matched: {hit or 'NONE'}"
-            )
+            what = bounds.flavour.value
+            if bounds.pipeline > 1 and bounds.fence == "rank":
+                what += f", pipeline {bounds.pipeline} with rank fencing"
+            print(f"  expected for {what}: one of {sorted(expected)}; matched: {hit or 'NONE'}")
     if args.json:
         doc = {
             "flavour": bounds.flavour.value,

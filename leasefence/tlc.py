@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias
 
-from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
+from leasefence.model.flavours import Flavour, expected_violations
 
 #: The pinned TLC release: the last immutable one (TLC2 Version 2.19 of 08 August 2024).
 TLC_VERSION = "1.7.4"
@@ -442,12 +442,30 @@ def config_constants(cfg: Path) -> dict[str, str]:
     return out
 
 
+def constant_text(cfg: Path, name: str, default: str) -> str:
+    """The value text of constant ``name`` in a config: ``Name = v`` gives ``v``; ``Name <- Def``
+    gives the body of ``Def`` in the config's own module or ``MCLeaseFence.tla`` (the spec's
+    ``Pipeline`` and ``Fence`` are definitions a config overrides this way)."""
+    text = config_constants(cfg).get(name)
+    if text is None:
+        return default
+    own = cfg.with_suffix(".tla")
+    mc = own if own.is_file() else TLA_DIR / f"{MC_MODULE}.tla"
+    found = re.search(rf"^{re.escape(text)}\s*==\s*(.+?)$", mc.read_text(), re.MULTILINE)
+    return found.group(1) if found else text
+
+
 def expectation(cfg: Path) -> Expectation:
-    """A config's expectation, from its ``Flavour``: the fixed protocol must pass; a defect
-    must fail on one of the invariants F314's table names (``EXPECTED_VIOLATIONS``)."""
-    flavour_text = config_constants(cfg).get("Flavour", '"fixed"')
-    flavour = Flavour(str(parse_value(flavour_text)))
-    return Expectation(cfg, flavour, EXPECTED_VIOLATIONS[flavour])
+    """A config's expectation, from its ``Flavour``, ``Pipeline`` and ``Fence``: the fixed
+    protocol must pass; a defect must fail on one of the invariants F314's table names
+    (``EXPECTED_VIOLATIONS``); rank fencing with ``Pipeline > 1`` must fail on
+    ``PIPELINE_RANK_VIOLATIONS`` (``model.flavours.expected_violations``)."""
+    flavour = Flavour(str(parse_value(constant_text(cfg, "Flavour", '"fixed"'))))
+    pipeline = parse_value(constant_text(cfg, "Pipeline", "1"))
+    fence = parse_value(constant_text(cfg, "Fence", '"rank"'))
+    if not isinstance(pipeline, int) or isinstance(pipeline, bool) or not isinstance(fence, str):
+        raise TlaParseError(f"Pipeline must be an integer and Fence a string in {cfg}")
+    return Expectation(cfg, flavour, expected_violations(flavour, pipeline, fence))
 
 
 def is_deep(cfg: Path) -> bool:

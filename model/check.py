@@ -141,6 +141,8 @@ def flatten(s: State) -> dict[str, object]:
         "completed": sorted(s.journal.completed),
         "net": sorted(s.net),
     }
+    if s.gnet:
+        out["gnet"] = sorted(s.gnet)
     for w, lease in s.journal.leases:
         out[f"journal.leases[{w}]"] = lease
     for w, n in s.journal.attempts:
@@ -149,8 +151,9 @@ def flatten(s: State) -> dict[str, object]:
         out[f"coordinator.leases[{t}]"] = sl
     for t, st in s.coordinator.stats:
         out[f"coordinator.stats[{t}]"] = st
+    ranks = [r for r, _ in s.active]
     for r, d in s.active:
-        out[f"active[{r}]"] = d
+        out[f"active[{r}]" if ranks.count(r) == 1 else f"active[{r}:{d.work}]"] = d
     return out
 
 

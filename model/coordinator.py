@@ -34,23 +34,30 @@ def _add(c: Coordinator, task: str, delta: Stats) -> tuple[tuple[str, Stats], ..
 
 
 def lease_state(
-    c: Coordinator, task: str, worker: int, wall: int, mono: int, flavour: Flavour = FIXED
+    c: Coordinator,
+    task: str,
+    worker: int,
+    wall: int,
+    mono: int,
+    flavour: Flavour = FIXED,
+    gen: int = 0,
 ) -> tuple[bool, Coordinator]:
     """LeaseState(s, r). Enabled when ``task`` has no active lease (L1); a stale one is replaced.
 
-    A refused lease changes nothing (L3). Defect 2 overwrote the active owner; defect 3 stamped
-    monotonic time.
+    The owner token is ``(worker, gen)`` (``gen`` 0: rank only). A refused lease changes nothing
+    (L3). Defect 2 overwrote the active owner; defect 3 stamped monotonic time.
     """
     if active_lease(c, task) is not None and flavour is not Flavour.UNFENCED_STATE:
         return False, c
     stamp = mono if flavour is Flavour.MONOTONIC_PERSISTED else wall
-    lease = StateLease(owner=worker, updated=stamp, epoch=c.epoch)
+    lease = StateLease(owner=worker, updated=stamp, epoch=c.epoch, gen=gen)
     return True, c._replace(leases=put(c.leases, task, lease))
 
 
-def _owned(c: Coordinator, task: str, worker: int) -> bool:
+def _owned(c: Coordinator, task: str, worker: int, gen: int = 0) -> bool:
+    """Whether the owner token ``(worker, gen)`` is exactly the active lease's owner."""
     lease = active_lease(c, task)
-    return lease is not None and lease.owner == worker
+    return lease is not None and (lease.owner, lease.gen) == (worker, gen)
 
 
 def complete_state(
@@ -60,15 +67,16 @@ def complete_state(
     reward: int = 1,
     cost: int = 1,
     flavour: Flavour = FIXED,
+    gen: int = 0,
 ) -> tuple[bool, Coordinator]:
-    """CompleteState(s, r). Enabled when ``worker`` owns the active lease of ``task`` (L2).
+    """CompleteState(s, r). Enabled when ``(worker, gen)`` owns the active lease of ``task`` (L2).
 
     Frees the task and adds one completion, ``reward`` and ``cost`` to its statistics. Defect 2
     completed whatever active lease there was, whoever owned it.
     """
     if active_lease(c, task) is None:
         return False, c
-    if not _owned(c, task, worker) and flavour is not Flavour.UNFENCED_STATE:
+    if not _owned(c, task, worker, gen) and flavour is not Flavour.UNFENCED_STATE:
         return False, c
     return True, c._replace(
         leases=drop(c.leases, task),
@@ -77,25 +85,25 @@ def complete_state(
 
 
 def abandon_state(
-    c: Coordinator, task: str, worker: int, cost: int = 1
+    c: Coordinator, task: str, worker: int, cost: int = 1, gen: int = 0
 ) -> tuple[bool, Coordinator]:
-    """AbandonState(s, r). Enabled when ``worker`` owns the active lease of ``task`` (L2).
+    """AbandonState(s, r). Enabled when ``(worker, gen)`` owns the active lease of ``task`` (L2).
 
     Frees the task and adds one failure and ``cost`` to its statistics.
     """
-    if not _owned(c, task, worker):
+    if not _owned(c, task, worker, gen):
         return False, c
     return True, c._replace(
         leases=drop(c.leases, task), stats=_add(c, task, Stats(failures=1, cost=cost))
     )
 
 
-def discard_state(c: Coordinator, task: str, worker: int) -> tuple[bool, Coordinator]:
-    """DiscardState(s, r). Enabled when ``worker`` owns the active lease of ``task`` (L2).
+def discard_state(c: Coordinator, task: str, worker: int, gen: int = 0) -> tuple[bool, Coordinator]:
+    """DiscardState(s, r). Enabled when ``(worker, gen)`` owns the active lease of ``task`` (L2).
 
     Frees the task without touching its statistics (the work was withdrawn, not tried).
     """
-    if not _owned(c, task, worker):
+    if not _owned(c, task, worker, gen):
         return False, c
     return True, c._replace(leases=drop(c.leases, task))
 

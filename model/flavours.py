@@ -41,3 +41,17 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     Flavour.MONOTONIC_PERSISTED: frozenset({"L4_UnixClockDomain", "L5_LegacyMigratable"}),
     Flavour.REPORTED_ID_WINS: frozenset({"L7_AuthoritativeStateId"}),
 }
+
+#: Beyond F314's table: rank fencing with more than one dispatch per rank (F314's own caveat).
+#: A result of a dispatch the master forgot (a restart) still owns its work lease, and its rank
+#: owns the state task again for a newer dispatch of another work ID with the same task: the
+#: rank alone cannot tell the two apart, so the old result takes the newer dispatch's state
+#: lease. Generation fencing, ``(rank, dispatch_generation)``, must pass.
+PIPELINE_RANK_VIOLATIONS: frozenset[str] = frozenset({"L2_OwnerFenced"})
+
+
+def expected_violations(flavour: Flavour, pipeline: int = 1, fence: str = "rank") -> frozenset[str]:
+    """The invariants a run with these constants must violate (empty: it must pass)."""
+    if pipeline > 1 and fence == "rank":
+        return EXPECTED_VIOLATIONS[flavour] | PIPELINE_RANK_VIOLATIONS
+    return EXPECTED_VIOLATIONS[flavour]

@@ -24,16 +24,27 @@ def type_ok(s: State, b: Bounds) -> bool:
         and 0 <= s.mono <= b.max_wall
         and 0 <= s.reboots <= b.max_reboots
         and 0 <= s.rollbacks <= b.max_rollbacks
-        and all(w in works and x.owner in ranks and x.clock in CLOCKS for w, x in j.leases)
+        and all(
+            w in works and x.owner in ranks and x.clock in CLOCKS and x.gen >= 0
+            for w, x in j.leases
+        )
         and j.completed <= works
         and all(w in works and n >= 1 for w, n in j.attempts)
         and 1 <= c.epoch <= b.max_restarts + 1
-        and all(t in tasks and x.owner in ranks and 1 <= x.epoch <= c.epoch for t, x in c.leases)
+        and all(
+            t in tasks and x.owner in ranks and 1 <= x.epoch <= c.epoch and x.gen >= 0
+            for t, x in c.leases
+        )
         and all(
             t in tasks and min(x.completions, x.failures, x.reward, x.cost) >= 0 for t, x in c.stats
         )
-        and all(r in ranks and d.work in works and d.task == b.task(d.work) for r, d in s.active)
+        and all(
+            r in ranks and d.work in works and d.task == b.task(d.work) and d.gen >= 0
+            for r, d in s.active
+        )
+        and all(sum(1 for x, _ in s.active if x == r) <= b.pipeline for r in ranks)
         and all(r in ranks and w in works for r, w in s.net)
+        and all(r in ranks and w in works and g >= 1 for r, w, g in s.gnet)
         and 0 <= s.dups <= b.max_dups
     )
 
@@ -48,11 +59,14 @@ def l1_single_owner(s: State, b: Bounds) -> bool:
 # L2: complete, abandon and discard change state only when the worker is the current owner.
 def l2_owner_fenced(s: State, b: Bounds) -> bool:
     # Stated over what it protects: no other worker's call ever takes a live dispatch's leases,
-    # so every rank's active dispatch still owns its work lease and its active state lease.
+    # so every active dispatch still owns its work lease and its active state lease. The owner
+    # is the whole token (rank, generation); under rank fencing the generation is always 0.
     for r, d in s.active:
         lease = get(s.journal.leases, d.work)
         state = active_lease(s.coordinator, d.task)
-        if lease is None or lease.owner != r or state is None or state.owner != r:
+        if lease is None or (lease.owner, lease.gen) != (r, d.gen):
+            return False
+        if state is None or (state.owner, state.gen) != (r, d.gen):
             return False
     return True
 
@@ -111,13 +125,12 @@ def no_stuck_lease(s: State, b: Bounds) -> bool:
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
 def l6_no_inherited_ownership(s: State, b: Bounds) -> bool:
-    # Every active state lease belongs to a live dispatch of its owner in this epoch.
+    # Every active state lease belongs to a live dispatch of its owner (token) in this epoch.
     c = s.coordinator
     for t, x in c.leases:
-        if x.epoch == c.epoch:
-            d = get(s.active, x.owner)
-            if d is None or d.task != t:
-                return False
+        live = any(r == x.owner and d.task == t and d.gen == x.gen for r, d in s.active)
+        if x.epoch == c.epoch and not live:
+            return False
     return True
 
 
@@ -136,14 +149,14 @@ def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
 # L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
 def l7_authoritative_state_id(before: State, after: State, b: Bounds) -> bool:
     # When a rank's dispatch ends within one epoch, the task the master stored for it is the one
-    # released in that step: the rank holds no active lease of it afterwards.
+    # released in that step: the dispatch's owner token holds no active lease of it afterwards.
     if after.coordinator.epoch != before.coordinator.epoch:
         return True
     for r, d in before.active:
-        if get(after.active, r) == d:
+        if (r, d) in after.active:
             continue
         lease = active_lease(after.coordinator, d.task)
-        if lease is not None and lease.owner == r:
+        if lease is not None and (lease.owner, lease.gen) == (r, d.gen):
             return False
     return True
 

@@ -19,26 +19,33 @@ def _fenced(flavour: Flavour, worker: int | None) -> int | None:
 
 
 def lease_work(
-    j: Journal, work: str, worker: int, wall: int, mono: int, flavour: Flavour = FIXED
+    j: Journal,
+    work: str,
+    worker: int,
+    wall: int,
+    mono: int,
+    flavour: Flavour = FIXED,
+    gen: int = 0,
 ) -> tuple[bool, Journal]:
     """LeaseWork(w, r). Enabled for a work ID neither completed nor actively leased (L1).
 
     Grants the lease to ``worker`` stamped with Unix time and tagged ``unix`` (L4), counts an
     attempt and appends one record. A refused lease changes nothing (L3). Defect 1 refused
-    only completed IDs; defect 3 stamped monotonic time with no tag.
+    only completed IDs; defect 3 stamped monotonic time with no tag. ``gen`` is the owner's
+    dispatch generation (0: none, the rank alone is the owner token).
 
     post: __return__[0] or __return__[1] == j
     post: flavour != Flavour.FIXED or not __return__[0] or (work not in j.completed and get(j.leases, work) is None)
-    post: flavour != Flavour.FIXED or not __return__[0] or get(__return__[1].leases, work) == Lease(worker, wall, CLOCK_UNIX)
+    post: flavour != Flavour.FIXED or not __return__[0] or get(__return__[1].leases, work)[:3] == (worker, wall, CLOCK_UNIX)
     """
     if work in j.completed:
         return False, j
     if get(j.leases, work) is not None and flavour is not Flavour.DUPLICATE_OWNER:
         return False, j
     if flavour is Flavour.MONOTONIC_PERSISTED:
-        lease = Lease(owner=worker, updated=mono, clock=CLOCK_MONO)
+        lease = Lease(owner=worker, updated=mono, clock=CLOCK_MONO, gen=gen)
     else:
-        lease = Lease(owner=worker, updated=wall, clock=CLOCK_UNIX)
+        lease = Lease(owner=worker, updated=wall, clock=CLOCK_UNIX, gen=gen)
     attempts = (get(j.attempts, work) or 0) + 1
     return True, j._replace(
         leases=put(j.leases, work, lease), attempts=put(j.attempts, work, attempts)
@@ -46,9 +53,10 @@ def lease_work(
 
 
 def complete_work(
-    j: Journal, work: str, worker: int | None, flavour: Flavour = FIXED
+    j: Journal, work: str, worker: int | None, flavour: Flavour = FIXED, gen: int = 0
 ) -> tuple[bool, Journal]:
-    """CompleteWork(w, r). With a worker fence: enabled only when ``worker`` owns the active lease.
+    """CompleteWork(w, r). With a worker fence: enabled only when the owner token ``(worker,
+    gen)`` is exactly the active lease's (``gen`` 0: a rank-only owner).
 
     Marks the ID completed, drops its lease and appends a ``done`` record. With ``worker=None``
     (offline maintenance, F314's old behaviour) any ID not yet completed is marked completed.
@@ -58,22 +66,23 @@ def complete_work(
     if work in j.completed:
         return False, j
     lease = get(j.leases, work)
-    if worker is not None and (lease is None or lease.owner != worker):
+    if worker is not None and (lease is None or (lease.owner, lease.gen) != (worker, gen)):
         return False, j
     return True, j._replace(leases=drop(j.leases, work), completed=j.completed | {work})
 
 
 def abandon_work(
-    j: Journal, work: str, worker: int | None, flavour: Flavour = FIXED
+    j: Journal, work: str, worker: int | None, flavour: Flavour = FIXED, gen: int = 0
 ) -> tuple[bool, Journal]:
-    """AbandonWork(w, r). Enabled when the lease exists and, with a fence, ``worker`` owns it.
+    """AbandonWork(w, r). Enabled when the lease exists and, with a fence, the owner token
+    ``(worker, gen)`` is exactly its owner's.
 
     Drops the lease (the work may be leased again) and appends a ``reclaim`` record; refused
     calls write nothing (L2).
     """
     worker = _fenced(flavour, worker)
     lease = get(j.leases, work)
-    if lease is None or (worker is not None and lease.owner != worker):
+    if lease is None or (worker is not None and (lease.owner, lease.gen) != (worker, gen)):
         return False, j
     return True, j._replace(leases=drop(j.leases, work))
 

@@ -37,11 +37,14 @@ def drop(m: tuple[tuple[K, V], ...], key: K) -> tuple[tuple[K, V], ...]:
 
 
 class Lease(NamedTuple):
-    """An active work lease as the journal persists it: owner rank, timestamp, clock domain."""
+    """An active work lease as the journal persists it: owner rank, timestamp, clock domain, and
+    the owner's dispatch generation (``0``: none, a rank-only owner as in F314 and the old
+    protocol). The owner token is ``(owner, gen)``; fenced calls must match it exactly."""
 
     owner: int
     updated: int
     clock: str
+    gen: int = 0
 
 
 class Journal(NamedTuple):
@@ -67,6 +70,7 @@ class StateLease(NamedTuple):
     owner: int
     updated: int
     epoch: int
+    gen: int = 0  # the owner's dispatch generation (0: none); the owner token is (owner, gen)
 
 
 class Stats(NamedTuple):
@@ -91,20 +95,25 @@ class Coordinator(NamedTuple):
 
 
 class Dispatch(NamedTuple):
-    """A rank's active dispatch as the master stored it: the work ID and the authoritative task."""
+    """A rank's active dispatch as the master stored it: the work ID, the authoritative task and
+    its dispatch generation (``0`` under rank fencing: the rank alone is the owner token)."""
 
     work: str
     task: str
+    gen: int = 0
 
 
 class State(NamedTuple):
     """The whole system: clocks, journal, coordinator, master and the results workers can send.
 
-    ``wall`` is Unix time and ``mono`` monotonic time, in ticks. ``active`` maps a rank to its one
-    active dispatch. ``net`` holds the results in flight, one per (rank, work) payload sent: any of
-    them may be delivered at any time (late, reordered, across a master restart), naming any state
-    ID or none; ``dups`` counts deliveries that left their message in flight (duplicated
-    results). ``reboots`` and ``rollbacks`` count clock faults. All four are bounded; master
+    ``wall`` is Unix time and ``mono`` monotonic time, in ticks. ``active`` holds the master's
+    active dispatches as sorted ``(rank, Dispatch)`` pairs: one per rank at pipeline depth 1 (a
+    map from rank), up to ``Bounds.pipeline`` per rank beyond (a rank may then repeat). ``net``
+    holds the results in flight, one per (rank, work) payload sent: any of them may be delivered
+    at any time (late, reordered, across a master restart), naming any state ID or none; under
+    generation fencing they carry their dispatch generation and sit in ``gnet`` as
+    ``(rank, work, gen)`` instead. ``dups`` counts deliveries that left their message in flight
+    (duplicated results). ``reboots`` and ``rollbacks`` count clock faults. All four are bounded; master
     restarts are counted by the coordinator's epoch.
     """
 
@@ -117,3 +126,4 @@ class State(NamedTuple):
     dups: int = 0
     reboots: int = 0
     rollbacks: int = 0
+    gnet: frozenset[tuple[int, str, int]] = frozenset()

@@ -15,7 +15,7 @@ from leasefence.model import coordinator as co
 from leasefence.model import journal as jo
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import authoritative_state_task
-from leasefence.model.state import Dispatch, State, drop, get, put
+from leasefence.model.state import Dispatch, State
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,13 @@ class Bounds:
     value in legacy records: an uptime from an earlier boot, larger than any reachable one.
     ``max_attempts`` (per work ID) and ``max_leases`` (in all) bound the leases granted; they are
     a state constraint (TLC's CONSTRAINT): states beyond them are checked but not explored.
+
+    ``pipeline`` is how many dispatches one rank may hold at once (1: F314's one active
+    transaction per rank). ``fence`` is the owner token of every lease: ``"rank"`` (F314: the
+    MPI rank alone; results carry no generation) or ``"generation"`` (``(rank,
+    dispatch_generation)``: each dispatch gets a generation that never repeats, carried by the
+    WORK and its RESULT and recorded in both leases). With ``pipeline=1`` and ``fence="rank"``
+    no generation is ever tracked, so the state graph is exactly F314's.
     """
 
     task_of: tuple[tuple[str, str], ...] = (("w1", "s1"), ("w2", "s1"), ("w3", "s2"))
@@ -40,6 +47,8 @@ class Bounds:
     max_leases: int = 2
     max_dups: int = 1
     flavour: Flavour = Flavour.FIXED
+    pipeline: int = 1
+    fence: str = "rank"
 
     @cached_property
     def works(self) -> tuple[str, ...]:
@@ -55,6 +64,17 @@ class Bounds:
 
     def task(self, work: str) -> str:
         return dict(self.task_of)[work]
+
+    @property
+    def generations(self) -> bool:
+        """Whether dispatches carry a generation (``fence == "generation"``)."""
+        return self.fence == FENCE_GENERATION
+
+
+#: The owner token of a lease: the MPI rank alone (F314), or (rank, dispatch generation).
+FENCE_RANK = "rank"
+FENCE_GENERATION = "generation"
+FENCES = (FENCE_RANK, FENCE_GENERATION)
 
 
 #: The dispatch transaction's steps, in order; a refusal undoes the steps taken, in reverse.
@@ -82,40 +102,79 @@ def initial_state() -> State:
     return State()
 
 
+def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
+    """The active dispatches of ``rank`` (at most ``Bounds.pipeline``), in sorted order."""
+    return tuple(d for r, d in s.active if r == rank)
+
+
+def next_generation(s: State, b: Bounds) -> int:
+    """NextGen: the generation of the next dispatch, 0 under rank fencing (no generation).
+
+    A pure function of the state: one more than the leases ever granted (the journal's attempts,
+    which only grow and survive restarts), so it never repeats, for a rank or across restarts.
+    (The implementation's ``(epoch, counter)`` has the same property; only uniqueness matters
+    to an exact-match fence.)
+    """
+    if not b.generations:
+        return 0
+    return sum(n for _, n in s.journal.attempts) + 1
+
+
+Active = tuple[tuple[int, Dispatch], ...]
+
+
+def _add(active: Active, rank: int, d: Dispatch) -> Active:
+    return tuple(sorted({*active, (rank, d)}))
+
+
+def _remove(active: Active, rank: int, d: Dispatch) -> Active:
+    return tuple(x for x in active if x != (rank, d))
+
+
 def dispatch_work(
     s: State, work: str, rank: int, b: Bounds, refuse: str | None = None
 ) -> tuple[DispatchOutcome, State]:
-    """DispatchWork(w, r). Enabled when rank ``r`` has no active dispatch.
+    """DispatchWork(w, r). Enabled when rank ``r`` holds fewer than ``b.pipeline`` dispatches
+    (at depth 1: none).
 
     One compensating transaction (F313): reserve target, parameter, algorithm; lease the work in
     the journal; lease its state task in the coordinator; send. A refusal at any step runs
     RejectDispatch, which undoes the steps already taken in reverse order; nothing is sent. The
     reservations are held by the dispatch and are not part of the explored state; ``refuse``
-    lets a caller refuse one reservation step. On success the master stores (w, task) for r.
+    lets a caller refuse one reservation step. On success the master stores (w, task, gen) for
+    r. Under generation fencing both leases are taken by the token ``(r, gen)`` with ``gen =
+    next_generation(s)`` and the payload carries ``gen``; under rank fencing ``gen`` is 0.
     """
     task = b.task(work)
+    gen = next_generation(s, b)
     taken: list[str] = []
     j, c = s.journal, s.coordinator
     for step in DISPATCH_STEPS:
         if step == refuse:
             ok = False
         elif step == "lease_work":
-            ok, j = jo.lease_work(j, work, rank, s.wall, s.mono, b.flavour)
+            ok, j = jo.lease_work(j, work, rank, s.wall, s.mono, b.flavour, gen)
         elif step == "lease_state":
-            ok, c = co.lease_state(c, task, rank, s.wall, s.mono, b.flavour)
+            ok, c = co.lease_state(c, task, rank, s.wall, s.mono, b.flavour, gen)
         else:
             ok = True
         if not ok:
             undone = tuple(reversed(taken))
             if "lease_work" in undone:
-                _, j = jo.abandon_work(j, work, rank, b.flavour)
+                _, j = jo.abandon_work(j, work, rank, b.flavour, gen)
             return DispatchOutcome(False, tuple(taken), step, undone), s._replace(journal=j)
         taken.append(step)
+    net, gnet = s.net, s.gnet
+    if b.generations:
+        gnet = gnet | {(rank, work, gen)}
+    else:
+        net = net | {(rank, work)}
     return DispatchOutcome(True, tuple(taken), None, ()), s._replace(
         journal=j,
         coordinator=c,
-        active=put(s.active, rank, Dispatch(work, task)),
-        net=s.net | {(rank, work)},
+        active=_add(s.active, rank, Dispatch(work, task, gen)),
+        net=net,
+        gnet=gnet,
     )
 
 
@@ -131,37 +190,62 @@ class ResultOutcome:
 
 
 def deliver_result(
-    s: State, rank: int, work: str, reported: str | None, ok: bool, b: Bounds, keep: bool = False
+    s: State,
+    rank: int,
+    work: str,
+    reported: str | None,
+    ok: bool,
+    b: Bounds,
+    keep: bool = False,
+    gen: int = 0,
+    presented: int | None = None,
 ) -> tuple[ResultOutcome, State]:
-    """DeliverResult(r, w, t, ok, keep). Enabled for a result in flight from ``r`` about ``w``: it
-    may be late or reordered, and may report any state ID (or none: the old protocol). With
-    ``keep`` (while ``dups < max_dups``) the message stays in flight: a duplicated result.
+    """DeliverResult(r, w, g, t, ok, keep, p). Enabled for a result in flight from ``r`` about
+    ``w`` (``gen`` 0: in ``net``; else in ``gnet`` with its generation): it may be late or
+    reordered, may report any state ID (or none: the old protocol) and, under generation
+    fencing, present its generation ``p = gen`` or none (``p = 0``: an old-protocol worker).
+    With ``keep`` (while ``dups < max_dups``) the message stays in flight: a duplicated result.
 
-    The source rank is the fence. A result for another work ID than the rank's active dispatch is
-    stale and changes nothing. Otherwise the task is ``authoritative_state_task(active, reported)``
-    (L7); success completes the work lease and then the state lease, failure abandons both; each
-    container refuses a rank that does not own the lease (L2). The rank's dispatch ends.
+    The master finds the dispatch the result is for among ``r``'s: by generation when one is
+    presented, else by work ID (its stored view). Found but for another work ID, or not found
+    while every slot of ``r`` holds another dispatch: stale, changes nothing (at depth 1: a
+    result for another work ID than the rank's active dispatch). Otherwise the owner token is
+    ``(r, stored gen)`` if found, else ``(r, p)``; the task is ``authoritative_state_task(
+    stored, reported)`` (L7); success completes the work lease and then the state lease,
+    failure abandons both; each container refuses a token that is not exactly the owner's (L2).
+    The dispatch found ends.
     """
-    disp = get(s.active, rank)
-    net, dups = (s.net, s.dups + 1) if keep else (s.net - {(rank, work)}, s.dups)
-    if disp is not None and disp.work != work:
-        return ResultOutcome(True, None, False, False, False), s._replace(net=net, dups=dups)
+    p = gen if presented is None else presented
+    if gen:
+        gnet, net = (s.gnet if keep else s.gnet - {(rank, work, gen)}), s.net
+    else:
+        gnet, net = s.gnet, (s.net if keep else s.net - {(rank, work)})
+    dups = s.dups + 1 if keep else s.dups
+    mine = dispatches_of(s, rank)
+    found = [d for d in mine if (d.gen == p if p else d.work == work)]
+    disp = found[0] if found else None
+    if (disp is not None and disp.work != work) or (disp is None and len(mine) >= b.pipeline):
+        stale = s._replace(net=net, gnet=gnet, dups=dups)
+        return ResultOutcome(True, None, False, False, False), stale
+    token = disp.gen if disp is not None else p
     task = authoritative_state_task(disp.task if disp else None, reported, b.flavour)
     mismatch = disp is not None and reported is not None and reported != disp.task
     j, c = s.journal, s.coordinator
     if ok:
-        work_ok, j = jo.complete_work(j, work, rank, b.flavour)
+        work_ok, j = jo.complete_work(j, work, rank, b.flavour, token)
         state_ok = False
         if work_ok and task is not None:
-            state_ok, c = co.complete_state(c, task, rank, flavour=b.flavour)
+            state_ok, c = co.complete_state(c, task, rank, flavour=b.flavour, gen=token)
     else:
-        work_ok, j = jo.abandon_work(j, work, rank, b.flavour)
+        work_ok, j = jo.abandon_work(j, work, rank, b.flavour, token)
         state_ok = False
         if work_ok and task is not None:
-            state_ok, c = co.abandon_state(c, task, rank)
-    active = drop(s.active, rank) if disp is not None else s.active
+            state_ok, c = co.abandon_state(c, task, rank, gen=token)
+    active = _remove(s.active, rank, disp) if disp is not None else s.active
     outcome = ResultOutcome(False, task, mismatch, work_ok, state_ok)
-    return outcome, s._replace(journal=j, coordinator=c, active=active, net=net, dups=dups)
+    return outcome, s._replace(
+        journal=j, coordinator=c, active=active, net=net, gnet=gnet, dups=dups
+    )
 
 
 def reclaim_expired(s: State, b: Bounds) -> tuple[tuple[str, ...], State]:
@@ -199,7 +283,7 @@ Label = tuple[str, tuple[object, ...]]
 def successors(s: State, b: Bounds) -> Iterator[tuple[Label, State]]:
     """Every enabled action from ``s`` with its label ``(name, args)``, in a fixed order."""
     for r in b.ranks:
-        if get(s.active, r) is None:
+        if len(dispatches_of(s, r)) < b.pipeline:
             for w in b.works:
                 _, t = dispatch_work(s, w, r, b)
                 yield ("DispatchWork", (w, r)), t
@@ -211,6 +295,13 @@ def successors(s: State, b: Bounds) -> Iterator[tuple[Label, State]]:
                 for keep in keeps:
                     _, t = deliver_result(s, r, w, rep, ok, b, keep)
                     yield ("DeliverResult", (r, w, rep, ok, keep)), t
+    for r, w, g in sorted(s.gnet):
+        for rep in reports:
+            for ok in (True, False):
+                for keep in keeps:
+                    for p in (g, 0):
+                        _, t = deliver_result(s, r, w, rep, ok, b, keep, g, p)
+                        yield ("DeliverResult", (r, w, rep, ok, keep, g, p)), t
     _, t = reclaim_expired(s, b)
     yield ("ReclaimExpired", ()), t
     if s.coordinator.epoch <= b.max_restarts:

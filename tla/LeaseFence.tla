@@ -22,6 +22,14 @@
 (*                                                                         *)
 (* Each pre-fix defect of F314 is switched back on, one at a time, by the  *)
 (* constant Flavour (model.flavours.Flavour).                              *)
+(*                                                                         *)
+(* Pipelining (issue 12): Pipeline is how many dispatches one rank may     *)
+(* hold at once, Fence the owner token of every lease: "rank" (F314) or    *)
+(* "generation" (<<rank, dispatch generation>>).  Both are definitions,    *)
+(* not CONSTANTS, so that configs written before them stay valid; a config *)
+(* overrides them with `Pipeline <- Def` (MCLeaseFence.tla has the Defs).   *)
+(* With Pipeline = 1 and Fence = "rank" no generation is ever tracked and  *)
+(* the state graph is exactly F314's.                                      *)
 (***************************************************************************)
 EXTENDS Integers, FiniteSets
 
@@ -42,6 +50,12 @@ CONSTANTS
 Works == DOMAIN TaskOf
 Tasks == {TaskOf[w] : w \in Works}
 
+\* Dispatches one rank may hold at once (Bounds.pipeline); 1: F314's one per rank.
+Pipeline == 1
+\* The owner token of a lease (Bounds.fence): "rank" (F314) or "generation".
+Fence == "rank"
+Generations == Fence = "generation"
+
 \* The protocol as F314 fixes it, and each pre-fix defect switched back on alone.
 Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4"}
 \* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
@@ -54,6 +68,8 @@ Defect3 == Flavour = "defect3"
 Defect4 == Flavour = "defect4"
 
 ASSUME /\ Flavour \in Flavours
+       /\ Pipeline \in Nat \ {0}
+       /\ Fence \in {"rank", "generation"}
        /\ Ranks \subseteq Nat \ {0}
        /\ NoTask \notin Tasks
        /\ \A n \in {TTL, MaxWall, MaxReboots, MaxRollbacks, MaxRestarts,
@@ -74,13 +90,14 @@ VARIABLES
     mono,         \* monotonic time, in ticks (reset by a reboot)
     journal,      \* the work journal after replaying its records (model.state.Journal)
     coordinator,  \* the state-shard coordinator (model.state.Coordinator)
-    active,       \* rank -> its one active dispatch [work, task], as the master stored it
-    net,          \* results in flight: one <<rank, work>> per payload sent
+    active,       \* the active dispatches [rank, work, task, gen], as the master stored them
+    net,          \* results in flight: one <<rank, work>> per payload sent (rank fencing)
     dups,         \* deliveries that left their message in flight (duplicated results)
     reboots,      \* reboots so far
-    rollbacks     \* wall-clock rollbacks so far
+    rollbacks,    \* wall-clock rollbacks so far
+    gnet          \* results in flight with their generation: <<rank, work, gen>> (generation fencing)
 
-vars == <<wall, mono, journal, coordinator, active, net, dups, reboots, rollbacks>>
+vars == <<wall, mono, journal, coordinator, active, net, dups, reboots, rollbacks, gnet>>
 
 -----------------------------------------------------------------------------
 (* Maps with the keys present as DOMAIN (model.state.get / put / drop).     *)
@@ -96,6 +113,9 @@ MapSum(m) ==
         Sum(D) == IF D = {} THEN 0
                   ELSE LET k == CHOOSE x \in D : TRUE IN m[k] + Sum(D \ {k})
     IN  Sum(DOMAIN m)
+
+\* The active dispatches of rank r (system.dispatches_of).
+Slots(r) == {d \in active : d.rank = r}
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -113,6 +133,7 @@ TypeOK ==
           /\ journal.leases[w].owner \in Ranks
           /\ journal.leases[w].updated \in Int
           /\ journal.leases[w].clock \in Clocks
+          /\ journal.leases[w].gen \in Nat
     /\ journal.completed \subseteq Works
     /\ DOMAIN journal.attempts \subseteq Works
     /\ \A w \in DOMAIN journal.attempts : journal.attempts[w] \in Nat \ {0}
@@ -122,15 +143,19 @@ TypeOK ==
           /\ coordinator.leases[t].owner \in Ranks
           /\ coordinator.leases[t].updated \in Int
           /\ coordinator.leases[t].epoch \in 1..coordinator.epoch
+          /\ coordinator.leases[t].gen \in Nat
     /\ DOMAIN coordinator.stats \subseteq Tasks
     /\ \A t \in DOMAIN coordinator.stats :
           \A f \in {"completions", "failures", "reward", "cost"} :
              coordinator.stats[t][f] \in Nat
-    /\ DOMAIN active \subseteq Ranks
-    /\ \A r \in DOMAIN active :
-          /\ active[r].work \in Works
-          /\ active[r].task = TaskOf[active[r].work]
+    /\ \A d \in active :
+          /\ d.rank \in Ranks
+          /\ d.work \in Works
+          /\ d.task = TaskOf[d.work]
+          /\ d.gen \in Nat
+    /\ \A r \in Ranks : Cardinality(Slots(r)) <= Pipeline
     /\ net \subseteq Ranks \X Works
+    /\ gnet \subseteq Ranks \X Works \X (Nat \ {0})
     /\ dups \in 0..MaxDups
 
 -----------------------------------------------------------------------------
@@ -172,36 +197,41 @@ Fenced == ~Defect1
 
 Refused(x) == [ok |-> FALSE, next |-> x]
 
-(* LeaseWork(j, w, r) mirrors journal.lease_work.  Succeeds for a work ID   *)
-(* neither completed nor actively leased (L1): grants the lease to r,       *)
-(* stamped with Unix time and tagged "unix" (L4), and counts an attempt.    *)
+(* LeaseWork(j, w, r, g) mirrors journal.lease_work.  Succeeds for a work  *)
+(* ID neither completed nor actively leased (L1): grants the lease to the   *)
+(* owner token <<r, g>> (g = 0: the rank alone), stamped with Unix time     *)
+(* and tagged "unix" (L4), and counts an attempt.                           *)
 (* Defect 1 refused only completed IDs; defect 3 stamped monotonic time     *)
 (* with no tag.                                                             *)
-LeaseWork(j, w, r) ==
+LeaseWork(j, w, r, g) ==
     IF w \in j.completed \/ (Has(j.leases, w) /\ ~Defect1)
     THEN Refused(j)
-    ELSE LET lease == IF Defect3 THEN [owner |-> r, updated |-> mono, clock |-> "mono"]
-                                 ELSE [owner |-> r, updated |-> wall, clock |-> "unix"]
+    ELSE LET lease == IF Defect3
+                      THEN [owner |-> r, updated |-> mono, clock |-> "mono", gen |-> g]
+                      ELSE [owner |-> r, updated |-> wall, clock |-> "unix", gen |-> g]
              n     == IF Has(j.attempts, w) THEN j.attempts[w] ELSE 0
          IN  [ok |-> TRUE,
               next |-> [j EXCEPT !.leases = Put(j.leases, w, lease),
                                  !.attempts = Put(j.attempts, w, n + 1)]]
 
-(* CompleteWork(j, w, r) mirrors journal.complete_work.  Succeeds for an ID *)
-(* not completed whose active lease r owns (L2): marks it completed and     *)
-(* drops its lease.  Unfenced (defect 1): any ID not yet completed.         *)
-CompleteWork(j, w, r) ==
+(* CompleteWork(j, w, r, g) mirrors journal.complete_work.  Succeeds for  *)
+(* an ID not completed whose active lease the token <<r, g>> owns exactly  *)
+(* (L2): marks it completed and drops its lease.  Unfenced (defect 1): any *)
+(* ID not yet completed.                                                    *)
+OwnsWork(j, w, r, g) == Has(j.leases, w) /\ j.leases[w].owner = r /\ j.leases[w].gen = g
+
+CompleteWork(j, w, r, g) ==
     IF w \in j.completed THEN Refused(j)
-    ELSE IF Fenced /\ ~(Has(j.leases, w) /\ j.leases[w].owner = r) THEN Refused(j)
+    ELSE IF Fenced /\ ~OwnsWork(j, w, r, g) THEN Refused(j)
     ELSE [ok |-> TRUE,
           next |-> [j EXCEPT !.leases = Drop(j.leases, w),
                              !.completed = j.completed \cup {w}]]
 
-(* AbandonWork(j, w, r) mirrors journal.abandon_work.  Succeeds when the    *)
-(* lease exists and r owns it (L2; unfenced under defect 1): drops the      *)
-(* lease, so the work may be leased again.                                  *)
-AbandonWork(j, w, r) ==
-    IF ~Has(j.leases, w) \/ (Fenced /\ j.leases[w].owner # r) THEN Refused(j)
+(* AbandonWork(j, w, r, g) mirrors journal.abandon_work.  Succeeds when   *)
+(* the lease exists and <<r, g>> owns it exactly (L2; unfenced under       *)
+(* defect 1): drops the lease, so the work may be leased again.            *)
+AbandonWork(j, w, r, g) ==
+    IF ~Has(j.leases, w) \/ (Fenced /\ ~OwnsWork(j, w, r, g)) THEN Refused(j)
     ELSE [ok |-> TRUE, next |-> [j EXCEPT !.leases = Drop(j.leases, w)]]
 
 (* RecoverWork(j) mirrors journal.recover_work.  Reclaims every active      *)
@@ -224,7 +254,8 @@ CompactJournalOp(j) == j
 (***************************************************************************)
 
 IsActive(c, t) == Has(c.leases, t) /\ c.leases[t].epoch = c.epoch
-Owned(c, t, r) == IsActive(c, t) /\ c.leases[t].owner = r
+\* The owner token <<r, g>> is exactly the active lease's owner (g = 0: rank only).
+Owned(c, t, r, g) == IsActive(c, t) /\ c.leases[t].owner = r /\ c.leases[t].gen = g
 
 NoStats == [completions |-> 0, failures |-> 0, reward |-> 0, cost |-> 0]
 
@@ -236,41 +267,43 @@ AddStats(c, t, completions, failures, reward, cost) ==
                          reward      |-> old.reward + reward,
                          cost        |-> old.cost + cost])
 
-(* LeaseState(c, t, r) mirrors coordinator.lease_state.  Succeeds when t    *)
-(* has no active lease (L1); a stale one is replaced.  Defect 2 overwrote   *)
-(* the active owner; defect 3 stamped monotonic time.                       *)
-LeaseState(c, t, r) ==
+(* LeaseState(c, t, r, g) mirrors coordinator.lease_state.  Succeeds when  *)
+(* t has no active lease (L1); a stale one is replaced; the owner token is  *)
+(* <<r, g>>.  Defect 2 overwrote the active owner; defect 3 stamped         *)
+(* monotonic time.                                                          *)
+LeaseState(c, t, r, g) ==
     IF IsActive(c, t) /\ ~Defect2 THEN Refused(c)
     ELSE LET stamp == IF Defect3 THEN mono ELSE wall
          IN  [ok |-> TRUE,
               next |-> [c EXCEPT !.leases = Put(c.leases, t,
-                                   [owner |-> r, updated |-> stamp, epoch |-> c.epoch])]]
+                           [owner |-> r, updated |-> stamp, epoch |-> c.epoch, gen |-> g])]]
 
-(* CompleteState(c, t, r) mirrors coordinator.complete_state (reward and    *)
-(* cost 1).  Succeeds when r owns the active lease of t (L2): frees the     *)
-(* task and books one completion.  Defect 2 completed whatever active lease *)
-(* there was, whoever owned it.                                             *)
-CompleteState(c, t, r) ==
+(* CompleteState(c, t, r, g) mirrors coordinator.complete_state (reward   *)
+(* and cost 1).  Succeeds when <<r, g>> owns the active lease of t (L2):    *)
+(* frees the task and books one completion.  Defect 2 completed whatever    *)
+(* active lease there was, whoever owned it.                                *)
+CompleteState(c, t, r, g) ==
     IF ~IsActive(c, t) THEN Refused(c)
-    ELSE IF ~Owned(c, t, r) /\ ~Defect2 THEN Refused(c)
+    ELSE IF ~Owned(c, t, r, g) /\ ~Defect2 THEN Refused(c)
     ELSE [ok |-> TRUE,
           next |-> [c EXCEPT !.leases = Drop(c.leases, t),
                              !.stats = AddStats(c, t, 1, 0, 1, 1)]]
 
-(* AbandonState(c, t, r) mirrors coordinator.abandon_state (cost 1).        *)
-(* Succeeds when r owns the active lease of t (L2): frees the task and      *)
-(* books one failure.                                                       *)
-AbandonState(c, t, r) ==
-    IF ~Owned(c, t, r) THEN Refused(c)
+(* AbandonState(c, t, r, g) mirrors coordinator.abandon_state (cost 1).    *)
+(* Succeeds when <<r, g>> owns the active lease of t (L2): frees the task   *)
+(* and books one failure.                                                   *)
+AbandonState(c, t, r, g) ==
+    IF ~Owned(c, t, r, g) THEN Refused(c)
     ELSE [ok |-> TRUE,
           next |-> [c EXCEPT !.leases = Drop(c.leases, t),
                              !.stats = AddStats(c, t, 0, 1, 0, 1)]]
 
-(* DiscardState(c, t, r) mirrors coordinator.discard_state.  Succeeds when  *)
-(* r owns the active lease of t (L2): frees the task, statistics untouched. *)
-(* No system action uses it yet (the model's successors() does not).        *)
-DiscardState(c, t, r) ==
-    IF ~Owned(c, t, r) THEN Refused(c)
+(* DiscardState(c, t, r, g) mirrors coordinator.discard_state.  Succeeds   *)
+(* when <<r, g>> owns the active lease of t (L2): frees the task,           *)
+(* statistics untouched.  No system action uses it yet (the model's        *)
+(* successors() does not).                                                  *)
+DiscardState(c, t, r, g) ==
+    IF ~Owned(c, t, r, g) THEN Refused(c)
     ELSE [ok |-> TRUE, next |-> [c EXCEPT !.leases = Drop(c.leases, t)]]
 
 (* RecoverStates(c) mirrors coordinator.recover_states (recover_expired).   *)
@@ -304,62 +337,100 @@ Init ==
     /\ mono = 0
     /\ journal = [leases |-> EmptyMap, completed |-> {}, attempts |-> EmptyMap]
     /\ coordinator = [epoch |-> 1, leases |-> EmptyMap, stats |-> EmptyMap]
-    /\ active = EmptyMap
+    /\ active = {}
     /\ net = {}
     /\ dups = 0
     /\ reboots = 0
     /\ rollbacks = 0
+    /\ gnet = {}
+
+(* NextGen mirrors system.next_generation: the generation of the next      *)
+(* dispatch, 0 under rank fencing.  One more than the leases ever granted   *)
+(* (the journal's attempts only grow and survive restarts), so it never     *)
+(* repeats, for a rank or across restarts.                                  *)
+NextGen == IF Generations THEN MapSum(journal.attempts) + 1 ELSE 0
 
 (* DispatchWork(w, r) mirrors system.dispatch_work (Master.dispatch).       *)
-(* Enabled when rank r has no active dispatch.  One compensating            *)
-(* transaction, atomic: reserve target, parameter and algorithm (not part   *)
-(* of the state: they always succeed here), LeaseWork, LeaseState, send.    *)
-(* If LeaseWork refuses, nothing changes.  If LeaseState refuses,           *)
-(* RejectDispatch undoes LeaseWork with AbandonWork (the attempt stays      *)
-(* counted) and nothing is sent.  On success the master stores              *)
-(* [work |-> w, task |-> TaskOf[w]] for r and the payload is in flight.     *)
+(* Enabled when rank r holds fewer than Pipeline dispatches (at depth 1:    *)
+(* none).  One compensating transaction, atomic: reserve target, parameter  *)
+(* and algorithm (not part of the state: they always succeed here),         *)
+(* LeaseWork, LeaseState, send.  If LeaseWork refuses, nothing changes.  If *)
+(* LeaseState refuses, RejectDispatch undoes LeaseWork with AbandonWork     *)
+(* (the attempt stays counted) and nothing is sent.  On success the master  *)
+(* stores [rank, work, task, gen] with gen = NextGen (both leases are taken *)
+(* by the token <<r, gen>>) and the payload is in flight: in net under rank *)
+(* fencing, in gnet with its generation under generation fencing.           *)
 DispatchWork(w, r) ==
     LET t  == TaskOf[w]
-        lw == LeaseWork(journal, w, r)
-        ls == LeaseState(coordinator, t, r)
-    IN  /\ ~Has(active, r)
+        g  == NextGen
+        lw == LeaseWork(journal, w, r, g)
+        ls == LeaseState(coordinator, t, r, g)
+    IN  /\ Cardinality(Slots(r)) < Pipeline
         /\ IF ~lw.ok THEN UNCHANGED vars
            ELSE IF ~ls.ok
            THEN \* RejectDispatch: undo the steps taken, in reverse order.
-                /\ journal' = AbandonWork(lw.next, w, r).next
-                /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks>>
+                /\ journal' = AbandonWork(lw.next, w, r, g).next
+                /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks,
+                               gnet>>
            ELSE /\ journal' = lw.next
                 /\ coordinator' = ls.next
-                /\ active' = Put(active, r, [work |-> w, task |-> t])
-                /\ net' = net \cup {<<r, w>>}
+                /\ active' = active \cup {[rank |-> r, work |-> w, task |-> t, gen |-> g]}
+                /\ IF Generations
+                   THEN /\ gnet' = gnet \cup {<<r, w, g>>}
+                        /\ UNCHANGED net
+                   ELSE /\ net' = net \cup {<<r, w>>}
+                        /\ UNCHANGED gnet
                 /\ UNCHANGED <<wall, mono, dups, reboots, rollbacks>>
 
-(* DeliverResult(r, w, reported, ok, keep) mirrors system.deliver_result    *)
-(* (Master.handle_result).  Enabled for a result in flight from r about w;  *)
-(* it may be late or reordered and report any state ID or none (NoTask: the *)
-(* old protocol).  With keep (only while dups < MaxDups) the message stays  *)
-(* in flight: a duplicated result.  The source rank is the fence.  A result *)
-(* for another work ID than r's active dispatch is stale and changes        *)
-(* nothing else.  Otherwise the task is AuthoritativeStateTask (L7);        *)
-(* success runs CompleteWork then CompleteState, failure AbandonWork then   *)
-(* AbandonState (the state step only when the work step succeeded and       *)
-(* there is a task); each refuses a rank that is not the owner (L2).  r's   *)
-(* dispatch ends.                                                           *)
-DeliverResult(r, w, reported, ok, keep) ==
-    /\ <<r, w>> \in net
+(* InFlight(r, w): the results in flight from r about w, by generation: 0 *)
+(* for <<r, w>> in net, g for <<r, w, g>> in gnet.                          *)
+InFlight(r, w) ==
+    (IF <<r, w>> \in net THEN {0} ELSE {}) \cup {m[3] : m \in {x \in gnet : x[1] = r /\ x[2] = w}}
+
+(* DeliverResult(r, w, reported, ok, keep, withgen) mirrors                *)
+(* system.deliver_result (Master.handle_result).  Enabled for a result in   *)
+(* flight from r about w, of generation g (0: in net, else in gnet).  It    *)
+(* may be late or reordered, report any state ID or none (NoTask: the old   *)
+(* protocol) and, from gnet, present its generation (withgen: p = g) or     *)
+(* none (p = 0: an old-protocol worker).  With keep (only while             *)
+(* dups < MaxDups) the message stays in flight: a duplicated result.  The   *)
+(* master finds the dispatch the result is for among r's (Slots(r)): by     *)
+(* generation when one is presented, else by work ID.  Found but for        *)
+(* another work ID, or not found while every slot of r holds another        *)
+(* dispatch: stale, nothing else changes (at depth 1: a result for another  *)
+(* work ID than r's active dispatch).  Otherwise the owner token is         *)
+(* <<r, stored gen>> if found, else <<r, p>>; the task is                   *)
+(* AuthoritativeStateTask (L7); success runs CompleteWork then              *)
+(* CompleteState, failure AbandonWork then AbandonState (the state step     *)
+(* only when the work step succeeded and there is a task); each refuses a   *)
+(* token that is not exactly the owner's (L2).  The dispatch found ends.    *)
+DeliverResult(r, w, reported, ok, keep, withgen) ==
+  \E g \in InFlight(r, w) :
+    LET p == IF withgen THEN g ELSE 0
+    IN
+    /\ withgen => g # 0
     /\ keep => dups < MaxDups
-    /\ net' = IF keep THEN net ELSE net \ {<<r, w>>}
+    /\ IF g = 0
+       THEN /\ net' = IF keep THEN net ELSE net \ {<<r, w>>}
+            /\ UNCHANGED gnet
+       ELSE /\ gnet' = IF keep THEN gnet ELSE gnet \ {<<r, w, g>>}
+            /\ UNCHANGED net
     /\ dups' = IF keep THEN dups + 1 ELSE dups
-    /\ IF Has(active, r) /\ active[r].work # w
-       THEN UNCHANGED <<journal, coordinator, active>>
-       ELSE LET t  == AuthoritativeStateTask(IF Has(active, r) THEN active[r].task
-                                                               ELSE NoTask, reported)
-                wr == IF ok THEN CompleteWork(journal, w, r) ELSE AbandonWork(journal, w, r)
-                sr == IF ok THEN CompleteState(coordinator, t, r)
-                            ELSE AbandonState(coordinator, t, r)
-            IN  /\ journal' = wr.next
-                /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
-                /\ active' = Drop(active, r)
+    /\ LET found == {d \in Slots(r) : IF p = 0 THEN d.work = w ELSE d.gen = p}
+       IN  IF \/ \E d \in found : d.work # w
+              \/ found = {} /\ Cardinality(Slots(r)) >= Pipeline
+           THEN UNCHANGED <<journal, coordinator, active>>
+           ELSE LET disp  == CHOOSE d \in found : TRUE
+                    tok   == IF found = {} THEN p ELSE disp.gen
+                    t     == AuthoritativeStateTask(IF found = {} THEN NoTask ELSE disp.task,
+                                                    reported)
+                    wr    == IF ok THEN CompleteWork(journal, w, r, tok)
+                                   ELSE AbandonWork(journal, w, r, tok)
+                    sr    == IF ok THEN CompleteState(coordinator, t, r, tok)
+                                   ELSE AbandonState(coordinator, t, r, tok)
+                IN  /\ journal' = wr.next
+                    /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
+                    /\ active' = IF found = {} THEN active ELSE active \ {disp}
     /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
 
 (* ReclaimExpired mirrors system.reclaim_expired (Master.reclaim_expired).  *)
@@ -371,10 +442,8 @@ ReclaimExpired ==
         rs == RecoverStates(coordinator)
     IN  /\ journal' = rw.next
         /\ coordinator' = rs.next
-        /\ active' = [r \in {x \in DOMAIN active : /\ active[x].work \notin rw.gone
-                                                   /\ active[x].task \notin rs.gone}
-                        |-> active[r]]
-        /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks>>
+        /\ active' = {d \in active : d.work \notin rw.gone /\ d.task \notin rs.gone}
+        /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
 
 (* RestartMaster mirrors system.restart_master (Master.restart).  Enabled   *)
 (* while the coordinator's epoch is at most MaxRestarts.  The master is     *)
@@ -386,8 +455,8 @@ RestartMaster ==
     /\ coordinator.epoch <= MaxRestarts
     /\ journal' = RecoverWork(journal).next
     /\ coordinator' = RecoverStates(RestartCoordinator(coordinator)).next
-    /\ active' = EmptyMap
-    /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks>>
+    /\ active' = {}
+    /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
 
 (* Tick: enabled while both clocks are below MaxWall; one tick passes on    *)
 (* both.                                                                    *)
@@ -396,7 +465,7 @@ Tick ==
     /\ mono < MaxWall
     /\ wall' = wall + 1
     /\ mono' = mono + 1
-    /\ UNCHANGED <<journal, coordinator, active, net, dups, reboots, rollbacks>>
+    /\ UNCHANGED <<journal, coordinator, active, net, dups, reboots, rollbacks, gnet>>
 
 (* RollbackClock(to): enabled while rollbacks < MaxRollbacks, for any tick  *)
 (* before the wall clock; the wall clock is stepped back to it.             *)
@@ -405,20 +474,20 @@ RollbackClock(to) ==
     /\ to \in 0..(wall - 1)
     /\ wall' = to
     /\ rollbacks' = rollbacks + 1
-    /\ UNCHANGED <<mono, journal, coordinator, active, net, dups, reboots>>
+    /\ UNCHANGED <<mono, journal, coordinator, active, net, dups, reboots, gnet>>
 
 (* Reboot: enabled while reboots < MaxReboots; the monotonic origin resets. *)
 Reboot ==
     /\ reboots < MaxReboots
     /\ mono' = 0
     /\ reboots' = reboots + 1
-    /\ UNCHANGED <<wall, journal, coordinator, active, net, dups, rollbacks>>
+    /\ UNCHANGED <<wall, journal, coordinator, active, net, dups, rollbacks, gnet>>
 
 (* CompactJournal mirrors journal.compact_journal (WorkLeaseJournal.compact).*)
 (* Always enabled; the abstract state is unchanged (a stuttering step).     *)
 CompactJournal ==
     /\ journal' = CompactJournalOp(journal)
-    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks>>
+    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks, gnet>>
 
 (* LegacyRecord(w, r) mirrors journal.legacy_record.  A journal written     *)
 (* before F314 is opened: enabled only while the journal holds no record at *)
@@ -429,15 +498,17 @@ LegacyRecord(w, r) ==
     /\ DOMAIN journal.attempts = {}
     /\ journal' = [journal EXCEPT
                      !.leases = Put(journal.leases, w,
-                                    [owner |-> r, updated |-> LegacyStamp, clock |-> "legacy"]),
+                                    [owner |-> r, updated |-> LegacyStamp, clock |-> "legacy",
+                                     gen |-> 0]),
                      !.attempts = Put(journal.attempts, w, 1)]
-    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks>>
+    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks, gnet>>
 
 (* Next mirrors system.successors: every action with every argument.        *)
 Next ==
     \/ \E r \in Ranks, w \in Works : DispatchWork(w, r)
     \/ \E r \in Ranks, w \in Works, reported \in Tasks \cup {NoTask},
-          ok \in BOOLEAN, keep \in BOOLEAN : DeliverResult(r, w, reported, ok, keep)
+          ok \in BOOLEAN, keep \in BOOLEAN, withgen \in BOOLEAN :
+             DeliverResult(r, w, reported, ok, keep, withgen)
     \/ ReclaimExpired
     \/ RestartMaster
     \/ Tick
@@ -462,18 +533,18 @@ WithinConstraint ==
 
 \* L1: A local work/state ID has at most one active worker at any moment.
 L1_SingleOwner ==
-    \A r1, r2 \in DOMAIN active :
-        r1 # r2 => /\ active[r1].work # active[r2].work
-                   /\ active[r1].task # active[r2].task
+    \A d1, d2 \in active :
+        d1 # d2 => /\ d1.work # d2.work
+                   /\ d1.task # d2.task
 
 \* L2: complete, abandon and discard change state only when the worker is the current owner.
-\* Stated over what it protects: every rank's active dispatch still owns its
-\* work lease and its active state lease.
+\* Stated over what it protects: every active dispatch still owns its work
+\* lease and its active state lease; the owner is the whole token <<rank, gen>>
+\* (gen is always 0 under rank fencing).
 L2_OwnerFenced ==
-    \A r \in DOMAIN active :
-        /\ Has(journal.leases, active[r].work)
-        /\ journal.leases[active[r].work].owner = r
-        /\ Owned(coordinator, active[r].task, r)
+    \A d \in active :
+        /\ OwnsWork(journal, d.work, d.rank, d.gen)
+        /\ Owned(coordinator, d.task, d.rank, d.gen)
 
 \* L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 L3Step ==
@@ -513,12 +584,13 @@ NoStuckLease ==
                  Frees(coordinator.leases[t].updated, "unix")
 
 \* L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
-\* Every active state lease belongs to a live dispatch of its owner in this epoch.
+\* Every active state lease belongs to a live dispatch of its owner (token) in this epoch.
 L6_NoInheritedOwnership ==
     \A t \in DOMAIN coordinator.leases :
         coordinator.leases[t].epoch = coordinator.epoch =>
-            LET o == coordinator.leases[t].owner
-            IN  Has(active, o) /\ active[o].task = t
+            \E d \in active : /\ d.rank = coordinator.leases[t].owner
+                             /\ d.task = t
+                             /\ d.gen = coordinator.leases[t].gen
 
 \* L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
 \* No step, a restart included, ever loses a statistic.
@@ -533,12 +605,11 @@ L6_StatisticsSurvive == [][L6StatsStep]_vars
 
 \* L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
 \* When a rank's dispatch ends within one epoch, the task the master stored for
-\* it is the one released in that step: the rank holds no active lease of it.
+\* it is the one released in that step: its owner token holds no active lease of it.
 L7Step ==
     coordinator'.epoch = coordinator.epoch =>
-        \A r \in DOMAIN active :
-            ~(Has(active', r) /\ active'[r] = active[r]) =>
-                ~Owned(coordinator', active[r].task, r)
+        \A d \in active :
+            d \notin active' => ~Owned(coordinator', d.task, d.rank, d.gen)
 
 \* L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
 L7_AuthoritativeStateId == [][L7Step]_vars

@@ -13,4 +13,10 @@ MCTaskOf == ("w1" :> "s1" @@ "w2" :> "s1" @@ "w3" :> "s2")
 
 \* A smaller map for the must-fail configs: one shared task and one more.
 MCTaskOfSmall == ("w1" :> "s1" @@ "w2" :> "s1")
+
+\* Overrides of the spec's Pipeline and Fence (`Pipeline <- MCPipeline2` in a config):
+\* two dispatches per rank, and the two owner tokens.
+MCPipeline2 == 2
+MCFenceRank == "rank"
+MCFenceGeneration == "generation"
 =============================================================================

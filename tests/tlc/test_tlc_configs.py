@@ -61,3 +61,28 @@ def test_agreement_reports_a_state_only_tlc_finds_when_the_spec_drifts(
     assert not ag.ok
     assert ag.only_tlc_state is not None
     assert any("TLC only" in p for p in ag.problems)
+
+
+def test_pipelined_rank_fencing_fails_on_l2_with_the_restart_counterexample(tools: Tools) -> None:
+    v = check_config(TLA_DIR / "BuggyPipelineRank.cfg", tools)
+    assert v.result.errors == []
+    assert v.result.violated == "L2_OwnerFenced", v.summary()
+    actions = [s.action for s in v.result.counterexample]
+    assert actions == ["Init", "DispatchWork", "RestartMaster", "DispatchWork", "DeliverResult"]
+    assert v.ok
+
+
+def test_pipelined_generation_fencing_passes_with_the_models_state_count(tools: Tools) -> None:
+    v = check_config(TLA_DIR / "MCPipelineGeneration.cfg", tools)
+    assert v.ok, v.summary()
+    assert v.result.distinct_states == 15876  # leasefence model check --pipeline 2 ...
+
+
+@pytest.mark.parametrize("name", ["MCPipelineGeneration", "BuggyPipelineRank"])
+def test_tlc_and_the_model_explore_the_same_graph_for_the_pipeline_constants(
+    name: str, tools: Tools
+) -> None:
+    b = bounds_of_config(TLA_DIR / f"{name}.cfg")
+    assert b.pipeline == 2
+    ag = agree(b, tools)
+    assert ag.ok, "\n".join(ag.report())

@@ -64,6 +64,7 @@ from leasefence.impl.errors import (
     RecordTooLarge,
 )
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
+from leasefence.impl.wire import Generation, valid_generation
 
 #: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
 #: only an absurd worker number could exceed this.
@@ -99,6 +100,18 @@ def _check_worker(worker: object, name: str = "worker") -> int:
     if isinstance(worker, bool) or not isinstance(worker, int):
         raise TypeError(f"{name} must be an int (an MPI rank), got {worker!r:.80}")
     return worker
+
+
+def _check_generation(generation: object) -> None:
+    if generation is not None and not (
+        isinstance(generation, tuple) and valid_generation(generation)
+    ):
+        raise TypeError(f"generation must be None or (epoch, counter), got {generation!r:.80}")
+
+
+def _owns(held: LeaseRecord, worker: int, generation: Generation | None) -> bool:
+    """Whether the token ``(worker, generation)`` is exactly the owner token of ``held``."""
+    return held.worker == worker and held.generation == generation
 
 
 def _canonical(body: Mapping[str, Any]) -> bytes:
@@ -140,6 +153,9 @@ class LeaseRecord:
     worker: int
     updated: float
     clock: str | None
+    #: The owner's dispatch generation ``(epoch, counter)`` (issue 12); None: a rank-only
+    #: owner (F314, the old protocol). The owner token is ``(worker, generation)``.
+    generation: Generation | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +170,7 @@ class Record:
     clock: str | None
     attempt: int | None
     checksummed: bool
+    generation: Generation | None = None
 
 
 @dataclass(frozen=True)
@@ -214,7 +231,9 @@ _JSON = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name))
 
 #: A good record as the scanner produces it: ``Record``'s fields in order, as a plain tuple
 #: (building a frozen dataclass per line would double the cost of opening a journal).
-_Row = tuple[int, str, str, int | None, float | None, str | None, int | None, bool]
+_Row = tuple[
+    int, str, str, int | None, float | None, str | None, int | None, bool, Generation | None
+]
 
 
 def _parse_fast(raw: bytes, line: int) -> _Row | None:
@@ -249,7 +268,12 @@ def _parse_fast(raw: bytes, line: int) -> _Row | None:
         UNIX,
         int(attempt),
         True,
+        None,
     )
+
+
+#: The fields a record in F314's original (legacy, unchecksummed) format may carry.
+_LEGACY_FIELDS = frozenset({"event", "work_id", "worker", "updated", "clock"})
 
 
 def parse_line(raw: bytes, line: int) -> Record | str:
@@ -281,6 +305,10 @@ def _parse_row(raw: bytes, line: int) -> _Row | str:
             return "record cannot be put in canonical form"
         if crc != expected:
             return f"checksum mismatch (crc {crc}, computed {expected})"
+    elif not doc.keys() <= _LEGACY_FIELDS:
+        # F314's original records carry only these fields; anything else without a checksum is
+        # damage (a flipped byte in "crc" must not turn a record into an unchecked legacy one).
+        return f"record without a checksum has fields {sorted(doc.keys() - _LEGACY_FIELDS)}"
     event = doc.get("event")
     if event not in EVENTS:
         return f"unknown event {event!r}"
@@ -303,7 +331,11 @@ def _parse_row(raw: bytes, line: int) -> _Row | str:
         return "attempt is not an integer >= 0"
     if event == LEASE and (worker is None or updated is None):
         return "lease record without worker or updated"
-    return (line, event, work_id, worker, updated, clock, attempt, checksummed)
+    gen = doc.get("generation")
+    if gen is not None and not valid_generation(gen):
+        return "generation is not [epoch, counter] (two whole numbers)"
+    generation = None if gen is None else (gen[0], gen[1])
+    return (line, event, work_id, worker, updated, clock, attempt, checksummed, generation)
 
 
 def _reject_constant(name: str) -> object:
@@ -535,6 +567,7 @@ class WorkLeaseJournal:
         clock: str | None,
         attempt: int | None,
         checksummed: bool,
+        generation: Generation | None = None,
     ) -> None:
         """Apply one good record (a ``Record``'s fields, in order) to the state in memory."""
         self._records += 1
@@ -543,7 +576,7 @@ class WorkLeaseJournal:
         if event == LEASE:
             assert worker is not None
             assert updated is not None
-            self._leases[work_id] = LeaseRecord(worker, updated, clock)
+            self._leases[work_id] = LeaseRecord(worker, updated, clock, generation)
             self._completed.discard(work_id)
             if attempt is None:
                 attempt = self._attempts.get(work_id, 0) + 1
@@ -606,21 +639,25 @@ class WorkLeaseJournal:
 
     # -- actions -----------------------------------------------------------------------------
 
-    def lease(self, work_id: str, worker: int) -> bool:
+    def lease(self, work_id: str, worker: int, generation: Generation | None = None) -> bool:
         """LeaseWork(w, r). Grants ``work_id`` to ``worker`` unless it is completed or leased.
 
         A refused lease returns False and changes nothing, on disk or in memory (L1, L3). A
         granted one appends a ``lease`` record stamped with ``clock()`` and ``"clock": "unix"``
-        (L4), counts an attempt, and returns True once the record is durable.
+        (L4), counts an attempt, and returns True once the record is durable. ``generation``
+        (issue 12) is the dispatch generation ``(epoch, counter)``: the owner token is then
+        ``(worker, generation)`` and the record carries ``"generation": [epoch, counter]``;
+        None (the default) keeps F314's rank-only owner and record format.
         """
         self._check_writable()
         validate_work_id(work_id)
         _check_worker(worker)
+        _check_generation(generation)
         if work_id in self._completed or work_id in self._leases:
             return False
         now = self._now()
         attempt = self._attempts.get(work_id, 0) + 1
-        body = {
+        body: dict[str, Any] = {
             "event": LEASE,
             "work_id": work_id,
             "worker": worker,
@@ -628,16 +665,22 @@ class WorkLeaseJournal:
             "clock": UNIX,
             "attempt": attempt,
         }
+        if generation is not None:
+            body["generation"] = list(generation)
 
         def apply() -> None:
-            self._leases[work_id] = LeaseRecord(worker, now, UNIX)
+            self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)
             self._attempts[work_id] = attempt
 
         self._commit_records([self._encode(body)], apply)
         return True
 
-    def complete(self, work_id: str, worker: int | None = None) -> bool:
-        """CompleteWork(w, r). With ``worker``: only the owner of the active lease completes it.
+    def complete(
+        self, work_id: str, worker: int | None = None, generation: Generation | None = None
+    ) -> bool:
+        """CompleteWork(w, r). With ``worker``: only the owner of the active lease completes it,
+        and the token ``(worker, generation)`` must be exactly the lease's owner token (a
+        generation None matches only a rank-only lease, and the other way round).
 
         Marks the ID completed, drops its lease and appends a ``done`` record. Without
         ``worker`` (offline maintenance, F314's old behaviour) any ID not yet completed is
@@ -647,10 +690,11 @@ class WorkLeaseJournal:
         validate_work_id(work_id)
         if worker is not None:
             _check_worker(worker)
+        _check_generation(generation)
         if work_id in self._completed:
             return False
         held = self._leases.get(work_id)
-        if worker is not None and (held is None or held.worker != worker):
+        if worker is not None and (held is None or not _owns(held, worker, generation)):
             return False
         body = self._end_body(DONE, work_id, held, self._now())
 
@@ -661,8 +705,11 @@ class WorkLeaseJournal:
         self._commit_records([self._encode(body)], apply)
         return True
 
-    def abandon(self, work_id: str, worker: int | None = None) -> bool:
-        """AbandonWork(w, r). Drops an active lease; with ``worker``, only its owner may.
+    def abandon(
+        self, work_id: str, worker: int | None = None, generation: Generation | None = None
+    ) -> bool:
+        """AbandonWork(w, r). Drops an active lease; with ``worker``, only its owner may (the
+        token ``(worker, generation)`` exactly, as for ``complete``).
 
         Appends a ``reclaim`` record; the work may be leased again. Refused calls (no active
         lease, or another owner) return False and write nothing (L2).
@@ -671,8 +718,9 @@ class WorkLeaseJournal:
         validate_work_id(work_id)
         if worker is not None:
             _check_worker(worker)
+        _check_generation(generation)
         held = self._leases.get(work_id)
-        if held is None or (worker is not None and held.worker != worker):
+        if held is None or (worker is not None and not _owns(held, worker, generation)):
             return False
         body = self._end_body(RECLAIM, work_id, held, self._now())
 
@@ -737,6 +785,8 @@ class WorkLeaseJournal:
                 if held.clock is not None:
                     body["clock"] = held.clock
                 body["attempt"] = self._attempts.get(w, 0)
+                if held.generation is not None:
+                    body["generation"] = list(held.generation)
                 lines.append(self._encode(body))
             else:
                 lines.append(self._encode(self._end_body(RECLAIM, w, None, now)))
@@ -804,7 +854,7 @@ class WorkLeaseJournal:
     def _end_body(
         self, event: str, work_id: str, held: LeaseRecord | None, now: float
     ) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "event": event,
             "work_id": work_id,
             "worker": None if held is None else held.worker,
@@ -812,6 +862,9 @@ class WorkLeaseJournal:
             "clock": UNIX,
             "attempt": self._attempts.get(work_id, 0),
         }
+        if held is not None and held.generation is not None:
+            body["generation"] = list(held.generation)  # the owner token of the lease that ended
+        return body
 
     def _encode(self, body: Mapping[str, Any]) -> bytes:
         try:

@@ -829,3 +829,18 @@ def test_random_call_sequences_match_the_model_and_survive_reopen_and_compaction
                 assert abstract(j) == state, op
         finally:
             j.close()
+
+
+def test_a_flipped_byte_in_the_crc_key_is_damage_not_a_legacy_record(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    first, second = "a" * 64, "b" * 64
+    with WorkLeaseJournal(path, clock=lambda: 100.0) as j:
+        assert j.lease(first, 1)
+        assert j.lease(second, 2)
+    data = path.read_bytes()
+    damaged = data.replace(b'"crc"', b'" rc"', 1)  # the first record loses its checksum key
+    assert damaged != data
+    path.write_bytes(damaged)
+    with pytest.raises(JournalCorrupt, match="line 1"):
+        WorkLeaseJournal(path)
+    assert path.read_bytes() == damaged

@@ -4,8 +4,12 @@ Every method that changes state starts its docstring with the TLA+ action it imp
 pure twin of each is the function of the same action in ``leasefence.model.coordinator``.
 
 Ownership
-    A lease record holds the owner (MPI rank), the Unix time it was taken (``updated``) and the
-    coordinator epoch it was taken in. It is *active* only while its epoch is the coordinator's
+    A lease record holds the owner (MPI rank), the Unix time it was taken (``updated``), the
+    coordinator epoch it was taken in and, under generation fencing (issue 12, pipelined
+    dispatch), the owner's dispatch ``generation`` ``(epoch, counter)``: the owner token is then
+    ``(owner, generation)`` and every fenced call must present exactly that token (a lease
+    without a generation is a rank-only owner, F314's protocol, and only a call without one
+    matches it). It is *active* only while its epoch is the coordinator's
     current epoch; a lease of an older epoch is *stale* and grants no ownership (L6). ``lease``
     refuses while the task has an active lease (L1) and a refusal changes nothing (L3); a stale
     lease is replaced. ``complete``, ``abandon`` and ``discard`` act only for the owner of the
@@ -27,8 +31,12 @@ Statistics (per task, and summed by ``totals()``)
 Snapshot (schema 1), written by ``save()`` as one JSON object::
 
     {"schema": 1, "clock": "unix", "epoch": 3,
-     "leases": {"<task>": {"owner": 2, "updated": 1764490000.25, "epoch": 3}},
+     "leases": {"<task>": {"owner": 2, "updated": 1764490000.25, "epoch": 3,
+                           "generation": [3, 17]}},
      "stats":  {"<task>": {"completions": 1, "failures": 0, "reward": 1.5, "cost": 2.0}}}
+
+    ``generation`` is present only on leases taken with one (issue 12); a snapshot without it
+    is exactly F314's schema 1, and is read as rank-only owners.
 
     ``save()`` writes a temporary file in the same directory (mode 0600), fsyncs it,
     ``os.replace``-s it over the snapshot and fsyncs the directory: a crash leaves either the
@@ -77,6 +85,7 @@ from typing import Final
 
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, SnapshotError, UnknownTask
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
+from leasefence.impl.wire import Generation, valid_generation
 
 #: The snapshot schema this module writes and reads.
 SCHEMA: Final = 1
@@ -147,6 +156,8 @@ class StateLease:
     owner: int
     updated: float
     epoch: int
+    #: The owner's dispatch generation (issue 12); None: a rank-only owner (F314).
+    generation: Generation | None = None
 
     @property
     def worker(self) -> int:
@@ -228,7 +239,9 @@ class StateShardCoordinator:
                 loaded = _decode(self._path, raw)
                 self._epoch = loaded.epoch + 1
                 self._leases = {
-                    t: StateLease(owner=x.owner, updated=0.0, epoch=x.epoch)
+                    t: StateLease(
+                        owner=x.owner, updated=0.0, epoch=x.epoch, generation=x.generation
+                    )
                     for t, x in loaded.leases.items()
                 }
                 self._stats = dict(loaded.stats)
@@ -284,48 +297,69 @@ class StateShardCoordinator:
 
     # -- actions -------------------------------------------------------------------------------
 
-    def lease(self, task_id: str, worker: int) -> bool:
+    def lease(self, task_id: str, worker: int, generation: Generation | None = None) -> bool:
         """LeaseState(s, r). Succeeds when ``task_id`` has no active lease (L1).
 
-        Records ``worker`` as owner with the clock's Unix time and the current epoch, replacing
-        a stale lease. A refusal returns False and changes nothing, not even the file (L3).
+        Records ``worker`` (and ``generation``: the owner token is ``(worker, generation)``) as
+        owner with the clock's Unix time and the current epoch, replacing a stale lease. A
+        refusal returns False and changes nothing, not even the file (L3).
         """
         _check_task(task_id)
         _check_worker(worker)
+        _check_generation(generation)
         self._check_usable()
         if self._active(task_id) is not None:
             return False
         now = self._now()
-        self._leases[task_id] = StateLease(owner=worker, updated=now, epoch=self._epoch)
+        self._leases[task_id] = StateLease(
+            owner=worker, updated=now, epoch=self._epoch, generation=generation
+        )
         self._stats.setdefault(task_id, Stats())
         self._persist()
         return True
 
     def complete(
-        self, task_id: str, worker: int, *, reward: float = 0.0, cost: float = 0.0
+        self,
+        task_id: str,
+        worker: int,
+        *,
+        reward: float = 0.0,
+        cost: float = 0.0,
+        generation: Generation | None = None,
     ) -> bool:
-        """CompleteState(s, r). Succeeds when ``worker`` owns the active lease of ``task_id`` (L2).
+        """CompleteState(s, r). Succeeds when the token ``(worker, generation)`` owns the active
+        lease of ``task_id`` exactly (L2).
 
         Frees the task and books one completion, ``reward`` and ``cost``.
         """
         delta = Stats(
             completions=1, reward=_check_amount("reward", reward), cost=_check_amount("cost", cost)
         )
-        return self._release(task_id, worker, delta)
+        return self._release(task_id, worker, delta, generation)
 
-    def abandon(self, task_id: str, worker: int, *, cost: float = 0.0) -> bool:
-        """AbandonState(s, r). Succeeds when ``worker`` owns the active lease of ``task_id`` (L2).
+    def abandon(
+        self,
+        task_id: str,
+        worker: int,
+        *,
+        cost: float = 0.0,
+        generation: Generation | None = None,
+    ) -> bool:
+        """AbandonState(s, r). Succeeds when the token ``(worker, generation)`` owns the active
+        lease of ``task_id`` exactly (L2).
 
         Frees the task and books one failure and ``cost``.
         """
-        return self._release(task_id, worker, Stats(failures=1, cost=_check_amount("cost", cost)))
+        delta = Stats(failures=1, cost=_check_amount("cost", cost))
+        return self._release(task_id, worker, delta, generation)
 
-    def discard(self, task_id: str, worker: int) -> bool:
-        """DiscardState(s, r). Succeeds when ``worker`` owns the active lease of ``task_id`` (L2).
+    def discard(self, task_id: str, worker: int, generation: Generation | None = None) -> bool:
+        """DiscardState(s, r). Succeeds when the token ``(worker, generation)`` owns the active
+        lease of ``task_id`` exactly (L2).
 
         Frees the task and books nothing (the work was withdrawn, not tried).
         """
-        return self._release(task_id, worker, None)
+        return self._release(task_id, worker, None, generation)
 
     def recover_expired(self, lease_ttl: float) -> list[str]:
         """RecoverStates. Voids every stale lease and every expired active one; sorted task IDs.
@@ -372,12 +406,15 @@ class StateShardCoordinator:
         lease = self._leases.get(task_id)
         return lease if lease is not None and lease.epoch == self._epoch else None
 
-    def _release(self, task_id: str, worker: int, delta: Stats | None) -> bool:
+    def _release(
+        self, task_id: str, worker: int, delta: Stats | None, generation: Generation | None
+    ) -> bool:
         _check_task(task_id)
         _check_worker(worker)
+        _check_generation(generation)
         self._check_usable()
         lease = self._active(task_id)
-        if lease is None or lease.owner != worker:
+        if lease is None or (lease.owner, lease.generation) != (worker, generation):
             return False
         del self._leases[task_id]
         if delta is not None:
@@ -404,10 +441,7 @@ class StateShardCoordinator:
             "schema": SCHEMA,
             "clock": UNIX,
             "epoch": self._epoch,
-            "leases": {
-                t: {"owner": x.owner, "updated": x.updated, "epoch": x.epoch}
-                for t, x in self._leases.items()
-            },
+            "leases": {t: _lease_doc(x) for t, x in self._leases.items()},
             "stats": {
                 t: {
                     "completions": s.completions,
@@ -420,6 +454,22 @@ class StateShardCoordinator:
         }
         text = json.dumps(doc, sort_keys=True, indent=1, allow_nan=False)
         return (text + "\n").encode("utf-8")
+
+
+def _lease_doc(x: StateLease) -> dict[str, object]:
+    doc: dict[str, object] = {"owner": x.owner, "updated": x.updated, "epoch": x.epoch}
+    if x.generation is not None:
+        doc["generation"] = list(x.generation)
+    return doc
+
+
+def _check_generation(generation: object) -> None:
+    if generation is not None and not (
+        isinstance(generation, tuple) and valid_generation(generation)
+    ):
+        raise InvalidArgument(
+            f"generation must be None or (epoch, counter), got {generation!r:.80}"
+        )
 
 
 # -- snapshot files ----------------------------------------------------------------------------
@@ -477,6 +527,7 @@ class _Bad(Exception):
 _CURRENT_KEYS: Final = frozenset({"schema", "clock", "epoch", "leases", "stats"})
 _LEGACY_KEYS: Final = frozenset({"clock", "epoch", "leases", "stats"})
 _LEASE_KEYS: Final = frozenset({"owner", "updated", "epoch"})
+_OPTIONAL_LEASE_KEYS: Final = frozenset({"generation"})
 _LEGACY_LEASE_KEYS: Final = frozenset({"worker", "owner", "updated", "clock", "epoch"})
 _STATS_KEYS: Final = frozenset({"completions", "failures", "reward", "cost"})
 
@@ -576,14 +627,18 @@ def _parse_current(top: dict[str, object]) -> _Loaded:
     for t, value in _object(top["leases"], "leases").items():
         where = f"lease of {_task(t, 'leases')!r}"
         rec = _object(value, where)
-        _keys(rec, where, _LEASE_KEYS, set(_LEASE_KEYS))
+        _keys(rec, where, _LEASE_KEYS | _OPTIONAL_LEASE_KEYS, set(_LEASE_KEYS))
         lease_epoch = _int(rec["epoch"], f"{where}: epoch", 0)
         if lease_epoch > epoch:
             raise _Bad(f"{where}: epoch {lease_epoch} is after the snapshot's epoch {epoch}")
+        gen = rec.get("generation")
+        if gen is not None and not (isinstance(gen, list) and valid_generation(gen)):
+            raise _Bad(f"{where}: generation must be [epoch, counter], got {gen!r:.60}")
         leases[t] = StateLease(
             owner=_int(rec["owner"], f"{where}: owner", None),
             updated=_number(rec["updated"], f"{where}: updated"),
             epoch=lease_epoch,
+            generation=None if gen is None else (gen[0], gen[1]),
         )
     stats = _parse_stats(top["stats"], required=True)
     return _Loaded(epoch=epoch, leases=leases, stats=stats, legacy=False)

@@ -15,7 +15,17 @@ TLA+ action             model function                this class                
 
 The master is the only process that touches the journal and the snapshot. The owner fence of
 every lease is the worker's MPI rank (``Status.Get_source()``), sufficient while one rank has at
-most one active dispatch, which ``dispatch`` enforces.
+most one active dispatch, which ``dispatch`` enforces at the default ``pipeline=1``.
+
+Pipelined dispatch (issue 12): with ``pipeline=N`` a rank holds up to N dispatches at once, and
+the rank alone no longer tells them apart (``leasefence model check --pipeline 2 --fence rank``
+shows the counterexample). ``fence="generation"`` (the default when N > 1) gives every dispatch
+a generation ``(epoch, counter)``: the counter is per rank and strictly increasing, the epoch is
+the coordinator's, so a token ``(rank, epoch, counter)`` never repeats, across restarts
+included. Both leases record the whole token, the WORK carries the generation, the RESULT
+echoes it, and every completion must present exactly the lease's token. A RESULT without a
+generation (an old-protocol worker) is settled by the master's stored view alone (its dispatch
+of that rank for that work ID), as F314 settles a RESULT without a state ID.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers 
 from leasefence.impl.errors import UnknownTask, UnknownWork
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
-from leasefence.impl.wire import Rank, Result, StateTaskId, Work, WorkId
+from leasefence.impl.wire import Generation, Rank, Result, StateTaskId, Work, WorkId
 from leasefence.impl.workload import WorkItem
 
 log = logging.getLogger("leasefence.master")
@@ -63,11 +73,15 @@ class Journal(Protocol):
     @property
     def completed(self) -> frozenset[str]: ...
 
-    def lease(self, work_id: str, worker: int) -> bool: ...
+    def lease(self, work_id: str, worker: int, generation: Generation | None = None) -> bool: ...
 
-    def complete(self, work_id: str, worker: int | None = None) -> bool: ...
+    def complete(
+        self, work_id: str, worker: int | None = None, generation: Generation | None = None
+    ) -> bool: ...
 
-    def abandon(self, work_id: str, worker: int | None = None) -> bool: ...
+    def abandon(
+        self, work_id: str, worker: int | None = None, generation: Generation | None = None
+    ) -> bool: ...
 
     def recover(self, lease_ttl: float) -> list[str]: ...
 
@@ -77,15 +91,23 @@ class Journal(Protocol):
 class Coordinator(Protocol):
     """What the master uses of ``impl.coordinator.StateShardCoordinator``."""
 
-    def lease(self, task_id: str, worker: int) -> bool: ...
+    def lease(self, task_id: str, worker: int, generation: Generation | None = None) -> bool: ...
 
     def complete(
-        self, task_id: str, worker: int, *, reward: float = 0.0, cost: float = 0.0
+        self,
+        task_id: str,
+        worker: int,
+        *,
+        reward: float = 0.0,
+        cost: float = 0.0,
+        generation: Generation | None = None,
     ) -> bool: ...
 
-    def abandon(self, task_id: str, worker: int, *, cost: float = 0.0) -> bool: ...
+    def abandon(
+        self, task_id: str, worker: int, *, cost: float = 0.0, generation: Generation | None = None
+    ) -> bool: ...
 
-    def discard(self, task_id: str, worker: int) -> bool: ...
+    def discard(self, task_id: str, worker: int, generation: Generation | None = None) -> bool: ...
 
     def recover_expired(self, lease_ttl: float) -> list[str]: ...
 
@@ -151,12 +173,26 @@ class Reservations:
 
 @dataclass(frozen=True)
 class ActiveDispatch:
-    """A rank's one active dispatch: the work, the authoritative task stored at dispatch time,
-    and the reservations it holds (kind, key), in the order taken."""
+    """A rank's active dispatch: the work, the authoritative task stored at dispatch time, the
+    reservations it holds (kind, key), in the order taken, and its generation (None under rank
+    fencing: the rank alone is the owner token)."""
 
     work_id: WorkId
     task_id: StateTaskId
     reservations: tuple[tuple[str, str], ...]
+    generation: Generation | None = None
+
+
+#: The owner token of every lease: the rank alone (F314) or (rank, dispatch generation).
+FENCE_RANK = "rank"
+FENCE_GENERATION = "generation"
+FENCES = (FENCE_RANK, FENCE_GENERATION)
+
+
+def _kw(generation: Generation | None) -> dict[str, Generation]:
+    """``generation=`` for a container call, only when there is one (rank fencing calls the
+    journal and the coordinator exactly as F314 does)."""
+    return {} if generation is None else {"generation": generation}
 
 
 @dataclass(frozen=True)
@@ -199,6 +235,7 @@ class Counters:
     id_mismatches: int = 0
     results_without_dispatch: int = 0
     malformed_messages: int = 0
+    generation_mismatches: int = 0
     reclaimed_work: int = 0
     reclaimed_states: int = 0
     given_up: int = 0
@@ -209,7 +246,9 @@ class Counters:
 
 
 class Master:
-    """Journal + coordinator + reservations + one active dispatch per rank + counters."""
+    """Journal + coordinator + reservations + up to ``pipeline`` active dispatches per rank (one
+    by default) + counters. ``fence`` is the owner token: ``"rank"`` (F314, the default at depth
+    1) or ``"generation"`` (the default beyond)."""
 
     def __init__(
         self,
@@ -222,7 +261,16 @@ class Master:
         reservations: Reservations | None = None,
         trace: TraceWriter | None = None,
         max_failures: int = 3,
+        pipeline: int = 1,
+        fence: str | None = None,
     ) -> None:
+        if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
+            raise ValueError(f"pipeline must be a whole number >= 1, got {pipeline!r}")
+        fence = fence if fence is not None else (FENCE_RANK if pipeline == 1 else FENCE_GENERATION)
+        if fence not in FENCES:
+            raise ValueError(f"fence must be one of {', '.join(FENCES)}, got {fence!r}")
+        self.pipeline = pipeline
+        self.fence = fence
         self.journal = journal
         self.coordinator = coordinator
         self.catalogue: dict[WorkId, WorkItem] = {i.work_id: i for i in catalogue}
@@ -231,17 +279,58 @@ class Master:
         self.reservations = reservations or Reservations()
         self.trace = trace
         self.max_failures = max_failures
-        self.active: dict[Rank, ActiveDispatch] = {}
+        self._slots: dict[Rank, list[ActiveDispatch]] = {}
+        self._generations: Counter[Rank] = Counter()
         self.counters = Counters()
         self.failures: Counter[WorkId] = Counter()
         self._seen_completed: set[str] = set(journal.completed)
         self._dirty = True
         self._reopen: Callable[[], Master] | None = None
+        self._resume_generations()
         #: Fault injection (``leasefence run --duplicate-candidates RATE``): with this
         #: probability an idle rank is first offered a work item another rank is running, a
         #: concurrent candidate for the same work and state task that F314 must refuse.
         self.duplicate_candidates = 0.0
         self.duplicate_rng = random.Random(0)
+
+    # -- dispatches and generations ---------------------------------------------------------
+
+    @property
+    def active(self) -> dict[Rank, ActiveDispatch]:
+        """Each busy rank's oldest active dispatch (at depth 1: its one dispatch), as a new dict.
+        Every dispatch, at any depth: ``dispatches()``."""
+        return {r: ds[0] for r, ds in self._slots.items() if ds}
+
+    def dispatches(self, rank: Rank | None = None) -> list[tuple[Rank, ActiveDispatch]]:
+        """The active dispatches (of ``rank``, or of every rank), oldest first per rank."""
+        ranks = [rank] if rank is not None else sorted(self._slots)
+        return [(r, d) for r in ranks for d in self._slots.get(r, [])]
+
+    def _resume_generations(self) -> None:
+        """Start each rank's counter after every generation of this epoch still on disk, so a
+        token never repeats even when the epoch does not advance (no snapshot path)."""
+        from leasefence.impl.journal import WorkLeaseJournal
+
+        if not isinstance(self.journal, WorkLeaseJournal):
+            return
+        epoch = self._epoch()
+        for x in self.journal.leases.values():
+            if x.generation is not None and x.generation[0] == epoch:
+                rank = Rank(x.worker)
+                self._generations[rank] = max(self._generations[rank], x.generation[1])
+
+    def _epoch(self) -> int:
+        epoch = getattr(self.coordinator, "epoch", 1)
+        return epoch if isinstance(epoch, int) else 1
+
+    def next_generation(self, rank: Rank) -> Generation | None:
+        """NextGen: the generation of ``rank``'s next dispatch, ``(epoch, counter)``; None under
+        rank fencing. The counter is per rank and strictly increasing; with the coordinator's
+        epoch the token ``(rank, epoch, counter)`` never repeats, across restarts included."""
+        if self.fence != FENCE_GENERATION:
+            return None
+        self._generations[rank] += 1
+        return (self._epoch(), self._generations[rank])
 
     # -- opening, restart ------------------------------------------------------------------
 
@@ -257,6 +346,8 @@ class Master:
         trace: TraceWriter | None = None,
         reservation_limits: Mapping[str, int | None] | None = None,
         max_failures: int = 3,
+        pipeline: int = 1,
+        fence: str | None = None,
     ) -> Master:
         """A master on the journal and snapshot at these paths, recovered if they exist.
 
@@ -287,6 +378,8 @@ class Master:
             reservations=Reservations(reservation_limits),
             trace=trace,
             max_failures=max_failures,
+            pipeline=pipeline,
+            fence=fence,
         )
         master._reopen = lambda: cls.open(
             journal_path,
@@ -297,6 +390,8 @@ class Master:
             trace=trace,
             reservation_limits=reservation_limits,
             max_failures=max_failures,
+            pipeline=pipeline,
+            fence=fence,
         )
         if restarting:
             master.recover_after_restart()
@@ -361,19 +456,27 @@ class Master:
     # -- DispatchWork ----------------------------------------------------------------------
 
     def dispatch(self, work_id: WorkId, rank: Rank) -> DispatchOutcome:
-        """DispatchWork(w, r). Enabled when ``rank`` has no active dispatch (else ``RankBusy``).
+        """DispatchWork(w, r). Enabled when ``rank`` holds fewer than ``pipeline`` dispatches
+        (at depth 1: none; else ``RankBusy``).
 
         One compensating transaction: reserve target, parameter, algorithm; ``journal.lease``;
-        ``coordinator.lease`` of the authoritative task. Any refusal runs ``_reject_dispatch``,
-        which undoes what was taken in reverse order; nothing stays reserved and nothing is to
-        be sent. On success the rank's active dispatch stores (work, task, reservations) and
-        the caller sends the WORK message.
+        ``coordinator.lease`` of the authoritative task, both by the owner token (the rank, and
+        under generation fencing ``next_generation(rank)``). Any refusal runs
+        ``_reject_dispatch``, which undoes what was taken in reverse order; nothing stays
+        reserved and nothing is to be sent. On success the rank's active dispatch stores (work,
+        task, reservations, generation) and the caller sends the WORK message
+        (``work_message``).
         """
-        if rank in self.active:
-            raise RankBusy(f"rank {rank} still has an active dispatch {self.active[rank]}")
+        held = self._slots.get(rank, [])
+        if len(held) >= self.pipeline:
+            raise RankBusy(
+                f"rank {rank} still has {len(held)} active dispatch(es) (pipeline "
+                f"{self.pipeline}): {held[0] if len(held) == 1 else held}"
+            )
         item = self.catalogue.get(work_id)
         if item is None:
             raise UnknownWork(f"work {work_id!r} is not in the master's catalogue")
+        gen = self.next_generation(rank)
         keys = {"target": item.target, "parameter": item.parameter, "algorithm": item.algorithm}
         taken: list[str] = []
         with self.clock.step() as now:
@@ -383,11 +486,11 @@ class Master:
                         kind = RESERVATION_OF[step]
                         ok = self.reservations.reserve(kind, keys[kind])
                     elif step == "lease_work":
-                        ok = self.journal.lease(work_id, rank)
+                        ok = self.journal.lease(work_id, rank, **_kw(gen))
                     else:
-                        ok = self.coordinator.lease(item.state_task_id, rank)
+                        ok = self.coordinator.lease(item.state_task_id, rank, **_kw(gen))
                     if not ok:
-                        undone = self._reject_dispatch(item, rank, taken)
+                        undone = self._reject_dispatch(item, rank, taken, gen)
                         outcome = DispatchOutcome(False, tuple(taken), step, undone)
                         if step in RESERVATION_OF:
                             self.counters.refused_reservations += 1
@@ -399,18 +502,32 @@ class Master:
                     reservations = tuple(
                         (RESERVATION_OF[s], keys[RESERVATION_OF[s]]) for s in taken[:3]
                     )
-                    self.active[rank] = ActiveDispatch(work_id, item.state_task_id, reservations)
+                    disp = ActiveDispatch(work_id, item.state_task_id, reservations, gen)
+                    self._slots.setdefault(rank, []).append(disp)
                     self.counters.dispatched += 1
                     outcome = DispatchOutcome(True, tuple(taken), None, ())
             except BaseException:
                 # An error (not a refusal) inside a step: leave nothing taken behind.
-                self._reject_dispatch(item, rank, taken)
+                self._reject_dispatch(item, rank, taken, gen)
                 raise
             if self.trace is not None:
                 self.trace.dispatch_work(work_id, rank, now, outcome.ok, outcome.refused)
         return outcome
 
-    def _reject_dispatch(self, item: WorkItem, rank: Rank, taken: Sequence[str]) -> tuple[str, ...]:
+    def work_message(self, rank: Rank, work_id: WorkId) -> Work:
+        """The WORK message of ``rank``'s active dispatch of ``work_id``: the catalogue's payload
+        with the dispatch's generation (none under rank fencing)."""
+        gen = next((d.generation for d in self._slots.get(rank, []) if d.work_id == work_id), None)
+        work = self.catalogue[work_id].work()
+        return work if gen is None else Work(work.work_id, work.state_task_id, work.payload, gen)
+
+    def _reject_dispatch(
+        self,
+        item: WorkItem,
+        rank: Rank,
+        taken: Sequence[str],
+        generation: Generation | None = None,
+    ) -> tuple[str, ...]:
         """RejectDispatch: undo the steps in ``taken``, last first; returns the undo order.
 
         A taken work lease is given back with ``journal.abandon(work_id, worker=rank)``; a
@@ -420,9 +537,9 @@ class Master:
         undone = tuple(reversed(taken))
         for step in undone:
             if step == "lease_work":
-                self.journal.abandon(item.work_id, worker=rank)
+                self.journal.abandon(item.work_id, worker=rank, **_kw(generation))
             elif step == "lease_state":
-                self.coordinator.discard(item.state_task_id, rank)
+                self.coordinator.discard(item.state_task_id, rank, **_kw(generation))
             else:
                 kind = RESERVATION_OF[step]
                 self.reservations.release(kind, getattr(item, kind))
@@ -433,34 +550,56 @@ class Master:
     def handle_result(self, rank: Rank, result: Result) -> ResultOutcome:
         """DeliverResult(r, w, t, ok). ``rank`` is the message's source (the fence).
 
-        A result for another work ID than the rank's active dispatch is stale: refused,
-        counted, nothing changes. Otherwise the task is ``authoritative_state_task(active,
-        reported)`` (L7): the stored ID wins, the report only detects a mismatch (a warning,
-        counted) and is used only when the master holds no active ID (old protocol). Success
-        completes the work lease and, only if that was accepted, the state lease; failure
-        abandons both the same way. A refused completion is a wrong-owner rejection and
-        changes nothing. The rank's active dispatch ends and its reservations are released.
+        The dispatch the result is for is found among the rank's: by generation when the
+        result carries one under generation fencing, else by work ID (the master's stored view;
+        an old-protocol result). Found but for another work ID (a generation mismatch), or not
+        found while every slot of the rank holds another dispatch (at depth 1: a result for
+        another work ID than the rank's active dispatch): stale, refused, counted, nothing
+        changes. Otherwise the owner token is the rank with the stored generation (or, when no
+        dispatch is found, the one the result carries) and the task is
+        ``authoritative_state_task(active, reported)`` (L7): the stored ID wins, the report
+        only detects a mismatch (a warning, counted) and is used only when the master holds no
+        active ID (old protocol). Success completes the work lease and, only if that was
+        accepted, the state lease; failure abandons both the same way; each needs exactly the
+        lease's owner token. A refused completion is a wrong-owner rejection and changes
+        nothing. The dispatch found ends and its reservations are released.
         """
         work_id, reported = result.work_id, result.state_task_id
-        disp = self.active.get(rank)
+        mine = self._slots.get(rank, [])
+        presented = result.generation if self.fence == FENCE_GENERATION else None
+        if presented is not None:
+            disp = next((d for d in mine if d.generation == presented), None)
+        else:
+            disp = next((d for d in mine if d.work_id == work_id), None)
         self.counters.solver_cpu_s += result.cpu_s
         with self.clock.step() as now:
-            if disp is not None and disp.work_id != work_id:
+            if (disp is not None and disp.work_id != work_id) or (
+                disp is None and len(mine) >= self.pipeline
+            ):
                 self.counters.stale_results += 1
+                if disp is not None:
+                    self.counters.generation_mismatches += 1
                 log.info(
-                    "stale result from rank %d for %s (its active dispatch is %s): refused",
+                    "stale result from rank %d for %s (its active dispatches are %s): refused",
                     rank,
                     work_id[:12],
-                    disp.work_id[:12],
+                    ", ".join(d.work_id[:12] for d in mine),
                 )
                 outcome = ResultOutcome(True, None, False, False, False)
             else:
-                outcome = self._settle(rank, result, disp)
+                gen = disp.generation if disp is not None else presented
+                outcome = self._settle(rank, result, disp, gen)
             if self.trace is not None:
                 self.trace.deliver_result(rank, work_id, reported, result.ok, now, outcome)
         return outcome
 
-    def _settle(self, rank: Rank, result: Result, disp: ActiveDispatch | None) -> ResultOutcome:
+    def _settle(
+        self,
+        rank: Rank,
+        result: Result,
+        disp: ActiveDispatch | None,
+        gen: Generation | None = None,
+    ) -> ResultOutcome:
         work_id, reported = result.work_id, result.state_task_id
         task = authoritative_state_task(disp.task_id if disp else None, reported)
         mismatch = disp is not None and reported is not None and reported != disp.task_id
@@ -478,7 +617,7 @@ class Master:
             self.counters.results_without_dispatch += 1
         state_ok = False
         if result.ok:
-            work_ok = self.journal.complete(work_id, worker=rank)
+            work_ok = self.journal.complete(work_id, worker=rank, **_kw(gen))
             if work_ok:
                 if work_id in self._seen_completed:
                     self.counters.duplicate_completions += 1
@@ -487,11 +626,13 @@ class Master:
                 self.counters.completed += 1
                 if task is not None:
                     state_ok = self._state(
-                        lambda t: self.coordinator.complete(t, rank, reward=1.0, cost=result.cpu_s),
+                        lambda t: self.coordinator.complete(
+                            t, rank, reward=1.0, cost=result.cpu_s, **_kw(gen)
+                        ),
                         task,
                     )
         else:
-            work_ok = self.journal.abandon(work_id, worker=rank)
+            work_ok = self.journal.abandon(work_id, worker=rank, **_kw(gen))
             if work_ok:
                 self.counters.failed += 1
                 self.failures[work_id] += 1
@@ -500,7 +641,8 @@ class Master:
                     log.error("work %s failed %d times; given up", work_id, self.failures[work_id])
                 if task is not None:
                     state_ok = self._state(
-                        lambda t: self.coordinator.abandon(t, rank, cost=result.cpu_s), task
+                        lambda t: self.coordinator.abandon(t, rank, cost=result.cpu_s, **_kw(gen)),
+                        task,
                     )
         if not work_ok:
             self.counters.wrong_owner_rejections += 1
@@ -514,7 +656,7 @@ class Master:
             self.counters.state_rejections += 1
             log.info("rank %d does not own state task %s: refused", rank, task[:12])
         if disp is not None:
-            self._end(rank)
+            self._end(rank, disp)
         return ResultOutcome(False, task, mismatch, work_ok, state_ok)
 
     @staticmethod
@@ -524,9 +666,12 @@ class Master:
         except UnknownTask:
             return False  # a task the coordinator never leased: nobody owns it
 
-    def _end(self, rank: Rank) -> None:
-        """End the rank's active dispatch and release its reservations (last taken first)."""
-        disp = self.active.pop(rank)
+    def _end(self, rank: Rank, disp: ActiveDispatch) -> None:
+        """End one active dispatch of the rank and release its reservations (last taken first)."""
+        slots = self._slots[rank]
+        slots.remove(disp)
+        if not slots:
+            del self._slots[rank]
         for kind, key in reversed(disp.reservations):
             self.reservations.release(kind, key)
         self._dirty = True
@@ -546,13 +691,12 @@ class Master:
             works = self.journal.recover(self.ttl)
             tasks = self.coordinator.recover_expired(self.ttl)
             gone_w, gone_t = set(works), set(tasks)
-            for rank in sorted(self.active):
-                disp = self.active[rank]
+            for rank, disp in self.dispatches():
                 if disp.work_id in gone_w or disp.task_id in gone_t:
                     log.warning(
                         "rank %d: lease of work %s expired; reclaimed", rank, disp.work_id[:12]
                     )
-                    self._end(rank)
+                    self._end(rank, disp)
             self.counters.reclaimed_work += len(works)
             self.counters.reclaimed_states += len(tasks)
             if works or tasks:
@@ -571,23 +715,26 @@ class Master:
     @property
     def finished(self) -> bool:
         """Every catalogue item is completed (or given up) and no dispatch is active."""
-        return not self.active and not self.unfinished()
+        return not self._slots and not self.unfinished()
 
     def dispatch_pending(self, ranks: Iterable[Rank]) -> list[tuple[Rank, Work]]:
         """Give work to the idle ``ranks``; returns the (rank, WORK) messages to send.
 
         Runs only when something changed since the last call (a result, a reclaim, a
-        restart), so a refused candidate is not retried in a loop. Each idle rank takes the
-        first pending item, in catalogue order, whose transaction succeeds; a refused item
-        stays pending and is not offered again in the same round.
+        restart), so a refused candidate is not retried in a loop. Each rank with a free slot
+        takes the first pending item, in catalogue order, whose transaction succeeds; a
+        refused item stays pending and is not offered again in the same round. With
+        ``pipeline > 1`` the ranks are served round by round, one slot each per round.
         """
         if not self._dirty:
             return []
         self._dirty = False
-        idle = [r for r in ranks if r not in self.active]
+        ranks = list(ranks)
+        free = {r: self.pipeline - len(self._slots.get(r, [])) for r in ranks}
+        idle = [r for k in range(self.pipeline) for r in ranks if free[r] > k]
         if not idle:
             return []
-        busy = {d.work_id for d in self.active.values()}
+        busy = {d.work_id for _, d in self.dispatches()}
         pending = [w for w in self.unfinished() if w not in busy]
         if not pending:
             return []
@@ -595,7 +742,7 @@ class Master:
         sends: list[tuple[Rank, Work]] = []
         for rank in idle:
             candidates = pending
-            running = sorted({d.work_id for d in self.active.values()} - refused)
+            running = sorted({d.work_id for _, d in self.dispatches()} - refused)
             if running and self.duplicate_rng.random() < self.duplicate_candidates:
                 candidates = [self.duplicate_rng.choice(running), *pending]
             for work_id in candidates:
@@ -604,7 +751,7 @@ class Master:
                 outcome = self.dispatch(work_id, rank)
                 if outcome.ok:
                     refused.add(work_id)  # taken: not for another rank
-                    sends.append((rank, self.catalogue[work_id].work()))
+                    sends.append((rank, self.work_message(rank, work_id)))
                     break
                 refused.add(work_id)
         return sends

@@ -43,6 +43,10 @@ class RunConfig:
     compact_every: int = 0
     events: Path | None = None
     duplicate_candidates: float = 0.0
+    # Pipelined dispatch (issue 12): dispatches per rank at once, and the owner token (None:
+    # "rank" at depth 1, "generation" beyond).
+    pipeline: int = 1
+    fence: str | None = None
 
 
 class InjectedClock:
@@ -202,6 +206,8 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
             ttl=config.ttl,
             trace=trace,
             clock=injected if injected is not None else time.time,
+            pipeline=config.pipeline,
+            fence=config.fence,
         )
         master.duplicate_candidates = config.duplicate_candidates
         master.duplicate_rng = random.Random(f"{config.seed}/duplicate-candidates")
@@ -214,6 +220,11 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
             f"leasefence run: {len(catalogue)} work items, {len(transport.worker_ranks)} worker "
             f"ranks, ttl {config.ttl:g} s, seed {config.seed}, worker {config.worker}"
             + (f", inject {','.join(sorted(config.inject.kinds))}" if config.inject.kinds else "")
+            + (
+                f", pipeline {master.pipeline} ({master.fence} fence)"
+                if master.pipeline > 1
+                else ""
+            )
             + f"; journal {config.journal or '(temporary)'}",
             file=err,
             flush=True,
@@ -318,7 +329,7 @@ def _progress(
         done = master.summary()["completed_in_journal"]
         print(
             f"  [{now - start:6.1f} s] {done}/{len(master.catalogue)} completed, "
-            f"{len(master.active)} running, {c.refused_leases} refused leases, "
+            f"{len(master.dispatches())} running, {c.refused_leases} refused leases, "
             f"{c.stale_results} stale, {c.wrong_owner_rejections} wrong-owner, "
             f"{len(coverage.reached)} targets reached",
             file=err,

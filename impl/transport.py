@@ -117,8 +117,10 @@ def execute(
 ) -> list[Reply]:
     """Run ``work`` and build the messages a worker sends back, with any injected faults.
 
-    The worker echoes the master's state task ID (protocol v1) unless told to report a wrong
-    one or none (the old protocol). An exception in the worker function is a failed result.
+    The worker echoes the master's state task ID and the WORK's generation (protocol v1)
+    unless told to report a wrong task or none: ``missing-id`` is an old-protocol worker, which
+    reports neither a task nor a generation. An exception in the worker function is a failed
+    result.
     """
     try:
         outcome = worker_fn(work)
@@ -126,16 +128,17 @@ def execute(
         log.exception("worker function failed on %s", work.work_id[:12])
         outcome = Outcome(False, 0.0, {"error": repr(exc)[:500]})
     reported: StateTaskId | None = work.state_task_id
+    generation = work.generation
     if inject.hits("wrong-id", work.work_id, rank, attempt):
         reported = StateTaskId(hashlib.sha256(f"wrong:{reported}".encode()).hexdigest())
     elif inject.hits("missing-id", work.work_id, rank, attempt):
-        reported = None
-    result = Result(work.work_id, reported, outcome.ok, outcome.cpu_s, outcome.output)
+        reported, generation = None, None
+    result = Result(work.work_id, reported, outcome.ok, outcome.cpu_s, outcome.output, generation)
     try:
         tag, data = encode(result)
     except ProtocolError as exc:
         tag, data = encode(
-            Result(work.work_id, reported, False, outcome.cpu_s, {"error": str(exc)})
+            Result(work.work_id, reported, False, outcome.cpu_s, {"error": str(exc)}, generation)
         )
     replies: list[Reply] = []
     if inject.hits("malformed", work.work_id, rank, attempt):

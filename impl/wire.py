@@ -5,11 +5,18 @@ Every message is one JSON object encoded as UTF-8 bytes and sent with MPI's buff
 The MPI tag says what the message is, and the payload repeats it::
 
     tag     direction         payload (protocol version 1)
-    WORK    master -> worker  {"v": 1, "type": "work", "work_id": W, "state_task_id": T, "payload": {...}}
+    WORK    master -> worker  {"v": 1, "type": "work", "work_id": W, "state_task_id": T, "payload": {...},
+                               "generation": [E, C]}   (generation only under generation fencing)
     RESULT  worker -> master  {"v": 1, "type": "result", "work_id": W, "state_task_id": T, "ok": B,
-                               "cpu_s": S, "output": {...}}   (old-protocol workers omit state_task_id)
+                               "cpu_s": S, "output": {...}, "generation": [E, C]}
+                              (old-protocol workers omit state_task_id and generation)
     STOP    master -> worker  {"v": 1, "type": "stop"}      the sentinel: finish, answer BYE, exit
     BYE     worker -> master  {"v": 1, "type": "bye", "results": N}   a worker's last message
+
+``generation`` is the dispatch generation ``[epoch, counter]`` of the WORK (issue 12): with the
+rank it makes the owner token ``(rank, epoch, counter)`` of both leases, which never repeats for
+a rank, across master restarts included (the epoch is the coordinator's). A worker echoes it in
+its RESULT; a RESULT without one (old protocol) is settled by the master's stored view alone.
 
 ``decode`` validates everything (size, UTF-8, JSON, version, type, field names and types, the
 ID formats) and returns a typed frozen message, or raises ``ProtocolError`` naming what is wrong.
@@ -39,6 +46,10 @@ WorkId = NewType("WorkId", str)
 StateTaskId = NewType("StateTaskId", str)
 #: An MPI rank; a worker rank is the owner fence of every lease it holds.
 Rank = NewType("Rank", int)
+#: A dispatch generation ``(epoch, counter)``: with the rank, the owner token of a lease.
+Generation = tuple[int, int]
+#: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
+MAX_GENERATION_PART = 2**63 - 1
 
 _WORK_ID = re.compile(r"[0-9a-f]{64}")
 # State task IDs come from ``coordinator.state_task_id`` (hex today); accept any short printable
@@ -62,18 +73,21 @@ class Work:
     work_id: WorkId
     state_task_id: StateTaskId
     payload: Mapping[str, Any] = field(default_factory=dict)
+    generation: Generation | None = None
 
 
 @dataclass(frozen=True)
 class Result:
     """RESULT: the outcome of one WORK. ``state_task_id`` is the worker's report (None: old
-    protocol); the master never lets it override its own stored ID (L7)."""
+    protocol); the master never lets it override its own stored ID (L7). ``generation`` echoes
+    the WORK's (None: old protocol, or a WORK sent without one)."""
 
     work_id: WorkId
     state_task_id: StateTaskId | None
     ok: bool
     cpu_s: float = 0.0
     output: Mapping[str, Any] = field(default_factory=dict)
+    generation: Generation | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,19 @@ def valid_work_id(value: object) -> bool:
     return isinstance(value, str) and _WORK_ID.fullmatch(value) is not None
 
 
+def valid_generation(value: object) -> bool:
+    """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
+    ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
+    return (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_GENERATION_PART
+            for x in value
+        )
+    )
+
+
 def tag_of(msg: Message) -> Tag:
     """The MPI tag that carries ``msg``."""
     return _TYPE_OF[type(msg)]
@@ -109,11 +136,14 @@ def tag_of(msg: Message) -> Tag:
 
 def _body(msg: Message) -> dict[str, Any]:
     if isinstance(msg, Work):
-        return {
+        work: dict[str, Any] = {
             "work_id": msg.work_id,
             "state_task_id": msg.state_task_id,
             "payload": dict(msg.payload),
         }
+        if msg.generation is not None:
+            work["generation"] = list(msg.generation)
+        return work
     if isinstance(msg, Result):
         body: dict[str, Any] = {
             "work_id": msg.work_id,
@@ -123,6 +153,8 @@ def _body(msg: Message) -> dict[str, Any]:
         }
         if msg.state_task_id is not None:
             body["state_task_id"] = msg.state_task_id
+        if msg.generation is not None:
+            body["generation"] = list(msg.generation)
         return body
     if isinstance(msg, Bye):
         return {"results": msg.results}
@@ -160,8 +192,11 @@ def _no_constant(name: str) -> Any:
 
 _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
     # tag: (required fields, optional fields), besides "v" and "type"
-    Tag.WORK: (frozenset({"work_id", "state_task_id", "payload"}), frozenset()),
-    Tag.RESULT: (frozenset({"work_id", "ok", "cpu_s", "output"}), frozenset({"state_task_id"})),
+    Tag.WORK: (frozenset({"work_id", "state_task_id", "payload"}), frozenset({"generation"})),
+    Tag.RESULT: (
+        frozenset({"work_id", "ok", "cpu_s", "output"}),
+        frozenset({"state_task_id", "generation"}),
+    ),
     Tag.STOP: (frozenset(), frozenset()),
     Tag.BYE: (frozenset({"results"}), frozenset()),
 }
@@ -224,13 +259,20 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     task = doc.get("state_task_id")
     if task is not None and not (isinstance(task, str) and _TASK_ID.fullmatch(task)):
         raise ProtocolError(f"{kind.name} state_task_id is not a task ID: {task!r:.80}")
+    gen = doc.get("generation")
+    if gen is not None and not valid_generation(gen):
+        raise ProtocolError(
+            f"{kind.name} generation must be [epoch, counter], two whole numbers "
+            f"in 0..2**63-1, got {gen!r:.80}"
+        )
+    generation: Generation | None = None if gen is None else (gen[0], gen[1])
     if kind is Tag.WORK:
         payload = doc["payload"]
         if task is None:
             raise ProtocolError("WORK state_task_id must not be null")
         if not isinstance(payload, dict):
             raise ProtocolError(f"WORK payload must be an object, got {type(payload).__name__}")
-        return Work(WorkId(work_id), StateTaskId(task), payload)
+        return Work(WorkId(work_id), StateTaskId(task), payload, generation)
     ok, cpu, output = doc["ok"], doc["cpu_s"], doc["output"]
     if not isinstance(ok, bool):
         raise ProtocolError(f"RESULT ok must be true or false, got {ok!r:.40}")
@@ -249,4 +291,5 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         ok,
         float(cpu),
         output,
+        generation,
     )

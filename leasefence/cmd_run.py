@@ -126,6 +126,27 @@ def register(sub: Any) -> None:
             "(a concurrent candidate for the same work and state task; F314 refuses it)"
         ),
     )
+    p.add_argument(
+        "--pipeline",
+        type=_count,
+        default=1,
+        metavar="N",
+        help=(
+            "dispatches one worker rank holds at once (default 1: F314's one active transaction "
+            "per rank); beyond 1 the leases are fenced by (rank, dispatch generation)"
+        ),
+    )
+    p.add_argument(
+        "--fence",
+        choices=("rank", "generation"),
+        default=None,
+        help=(
+            "owner token of every lease: rank (F314) or generation ((rank, epoch, counter), "
+            "carried by WORK and RESULT); default: rank with --pipeline 1, generation beyond "
+            "(rank with --pipeline > 1 is unsafe: see `leasefence model check --pipeline 2 "
+            "--fence rank`)"
+        ),
+    )
     p.set_defaults(func=run)
 
 
@@ -159,5 +180,7 @@ def run(args: argparse.Namespace) -> int:
         compact_every=args.compact_every,
         events=args.events,
         duplicate_candidates=args.duplicate_candidates,
+        pipeline=args.pipeline,
+        fence=args.fence,
     )
     return run_job(config)

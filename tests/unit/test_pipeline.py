@@ -3,11 +3,32 @@ generation token ``(rank, dispatch_generation)`` is; in the model and in the imp
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from leasefence.cli import main
+from leasefence.impl.coordinator import StateShardCoordinator
+from leasefence.impl.errors import ProtocolError
+from leasefence.impl.journal import WorkLeaseJournal
+from leasefence.impl.master import Master, RankBusy, ResultOutcome
+from leasefence.impl.transport import Injection, InProcessTransport, ManualClock, master_dispatch
+from leasefence.impl.wire import (
+    FROM_MASTER,
+    FROM_WORKER,
+    Rank,
+    Result,
+    StateTaskId,
+    Tag,
+    Work,
+    WorkId,
+    decode,
+    encode,
+)
+from leasefence.impl.workload import WorkItem, generate, trivial_worker
 from leasefence.model.check import explore, format_label
 from leasefence.model.flavours import Flavour, expected_violations
 from leasefence.model.system import Bounds
@@ -67,3 +88,216 @@ def test_model_check_command_pipeline_flags(
 def test_pipeline_zero_is_refused() -> None:
     with pytest.raises(SystemExit):
         main(["model", "check", "--pipeline", "0"])
+
+
+# -- the implementation ----------------------------------------------------------------------
+
+TTL = 10.0
+W1, W2, W3 = (WorkId(c * 64) for c in "abc")
+S1, S2 = StateTaskId("s1"), StateTaskId("s2")
+R1, R2 = Rank(1), Rank(2)
+# W1 and W2 share state task S1 (as in the model's default bounds); W3 has its own.
+CATALOGUE = [
+    WorkItem(W1, S1, "t1", "bound=16", "smt"),
+    WorkItem(W2, S1, "t1", "bound=256", "qf-nia"),
+    WorkItem(W3, S2, "t2", "bound=16", "smt"),
+]
+
+
+def open_master(tmp_path: Path, clock: ManualClock, **kw: Any) -> Master:
+    return Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", CATALOGUE, ttl=TTL, clock=clock, **kw
+    )
+
+
+def result_of(work: Work, ok: bool = True, *, generation: bool = True) -> Result:
+    """The worker's RESULT for ``work``: echoes its task and (unless old protocol) generation."""
+    gen = work.generation if generation else None
+    return Result(work.work_id, work.state_task_id, ok, 0.1, {}, gen)
+
+
+def test_wire_carries_the_generation_and_an_old_protocol_result_has_none() -> None:
+    work = Work(W1, S1, {}, (3, 17))
+    assert decode(*encode(work), FROM_MASTER) == work
+    res = Result(W1, S1, True, 0.0, {}, (3, 17))
+    assert decode(*encode(res), FROM_WORKER) == res
+    old = Result(W1, None, True)
+    assert b"generation" not in encode(old)[1]
+    assert decode(*encode(old), FROM_WORKER).generation is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", ["[1]", "[1, -2]", '"3.17"', "[true, 1]", "[1, 2, 3]", "[1, 1.5]"])
+def test_a_malformed_generation_is_a_protocol_error(bad: str) -> None:
+    data = (
+        '{"v":1,"type":"result","work_id":"' + "a" * 64 + '","ok":true,"cpu_s":0,'
+        '"output":{},"generation":' + bad + "}"
+    ).encode()
+    with pytest.raises(ProtocolError, match="generation"):
+        decode(Tag.RESULT, data, FROM_WORKER)
+
+
+def test_journal_records_the_whole_owner_token_and_completion_must_match_it_exactly(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    with WorkLeaseJournal(tmp_path / "j.jsonl", clock=clock) as j:
+        assert j.lease(W1, 1, generation=(1, 1))
+        assert j.lease(W2, 1)  # a rank-only owner (F314, old protocol)
+        assert not j.complete(W1, worker=1)  # rank alone: not the owner
+        assert not j.complete(W1, worker=1, generation=(1, 2))  # another generation
+        assert not j.abandon(W1, worker=1, generation=(2, 1))
+        assert not j.complete(W2, worker=1, generation=(1, 1))  # a generation never matches
+        assert j.leases[W1].generation == (1, 1)
+    lines = (tmp_path / "j.jsonl").read_text().splitlines()
+    assert '"generation":[1,1]' in lines[0]
+    assert "generation" not in lines[1]  # the default path writes F314's format
+    with WorkLeaseJournal(tmp_path / "j.jsonl", clock=clock) as j:
+        assert j.leases[W1].generation == (1, 1)  # replayed
+        j.compact()
+    with WorkLeaseJournal(tmp_path / "j.jsonl", clock=clock) as j:
+        assert j.leases[W1].generation == (1, 1)  # kept by compaction
+        assert j.complete(W1, worker=1, generation=(1, 1))
+        assert j.complete(W2, worker=1)
+    assert '"generation":[1,1]' in (tmp_path / "j.jsonl").read_text().splitlines()[-2]
+
+
+def test_coordinator_fences_by_the_whole_token_and_its_snapshot_keeps_it(tmp_path: Path) -> None:
+    clock = ManualClock()
+    c = StateShardCoordinator(tmp_path / "s.json", clock=clock)
+    assert c.lease(S1, 1, generation=(1, 2))
+    assert not c.complete(S1, 1)
+    assert not c.complete(S1, 1, generation=(1, 1))
+    assert not c.discard(S1, 2, generation=(1, 2))
+    assert '"generation": [' in (tmp_path / "s.json").read_text()
+    c2 = StateShardCoordinator(tmp_path / "s.json", clock=clock)  # next epoch: stale
+    assert c2.leases[S1].generation == (1, 2)
+    assert not c2.complete(S1, 1, generation=(1, 2))
+    assert c2.lease(S2, 2)  # rank-only: F314's snapshot format
+    assert '"generation"' not in json.dumps(
+        json.loads((tmp_path / "s.json").read_text())["leases"][S2]
+    )
+    assert c2.complete(S2, 2)
+
+
+def test_generations_increase_per_rank_and_never_repeat_across_restarts(tmp_path: Path) -> None:
+    clock = ManualClock()
+    m = open_master(tmp_path, clock, pipeline=2)
+    assert m.fence == "generation"
+    assert m.dispatch(W1, R1).ok
+    assert m.dispatch(W3, R1).ok
+    gens = [d.generation for _, d in m.dispatches(R1)]
+    assert gens == [(1, 1), (1, 2)]
+    with pytest.raises(RankBusy):
+        m.dispatch(W2, R1)
+    m2 = m.restart_master()
+    assert m2.dispatch(W2, R1).ok
+    assert m2.dispatches(R1)[0][1].generation == (2, 1)  # the epoch moved on
+    m2.close()
+
+
+def _restart_scenario(tmp_path: Path, fence: str) -> tuple[Master, ResultOutcome]:
+    """The model's counterexample of rank fencing at depth 2, on the implementation:
+    DispatchWork(w1, 1), RestartMaster, DispatchWork(w2, 1), DeliverResult(1, w1, s1, ok)."""
+    clock = ManualClock()
+    m = open_master(tmp_path, clock, pipeline=2, fence=fence)
+    assert m.dispatch(W1, R1).ok
+    late = result_of(m.work_message(R1, W1))
+    m = m.restart_master()  # within the TTL: w1's work lease survives, s1's is voided
+    assert m.dispatch(W2, R1).ok  # w2 shares s1, and rank 1 has a free slot
+    return m, m.handle_result(R1, late)
+
+
+def test_rank_fencing_at_depth_two_lets_the_forgotten_result_take_the_newer_state_lease(
+    tmp_path: Path,
+) -> None:
+    m, out = _restart_scenario(tmp_path, "rank")
+    assert (out.stale, out.work_ok, out.state_ok) == (False, True, True)  # the model's L2 bug
+    assert m.coordinator.active_owner(S1) is None  # w2's live dispatch lost its state lease
+    assert m.dispatches(R1)[0][1].work_id == W2
+    m.close()
+
+
+def test_generation_fencing_at_depth_two_refuses_the_forgotten_results_state_commit(
+    tmp_path: Path,
+) -> None:
+    m, out = _restart_scenario(tmp_path, "generation")
+    assert out.work_ok  # it still owns w1's own lease, token (1, epoch 1, 1)
+    assert not out.state_ok  # s1 belongs to (1, epoch 2, 1)
+    assert m.counters.state_rejections == 1
+    assert m.coordinator.active_owner(S1) == R1
+    w2 = m.work_message(R1, W2)
+    assert m.handle_result(R1, result_of(w2)).state_ok
+    m.close()
+
+
+def test_an_old_protocol_result_of_a_forgotten_dispatch_commits_nothing(tmp_path: Path) -> None:
+    clock = ManualClock()
+    m = open_master(tmp_path, clock, pipeline=2)
+    assert m.dispatch(W1, R1).ok
+    late = result_of(m.work_message(R1, W1), generation=False)
+    m = m.restart_master()
+    assert m.dispatch(W2, R1).ok
+    out = m.handle_result(R1, late)  # no generation, no stored dispatch: rank-only token
+    assert (out.work_ok, out.state_ok) == (False, False)
+    assert m.counters.wrong_owner_rejections == 1
+    m.close()
+
+
+def test_a_late_result_of_an_earlier_generation_is_refused_after_a_redispatch_to_the_same_rank(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    m = open_master(tmp_path, clock, pipeline=2)
+    assert m.dispatch(W1, R1).ok
+    first = m.work_message(R1, W1)
+    clock.advance(TTL)
+    assert m.reclaim_expired() == [W1]
+    assert m.dispatch(W1, R1).ok  # the same work, the same rank, a newer generation
+    second = m.work_message(R1, W1)
+    assert first.generation != second.generation
+    out = m.handle_result(R1, result_of(first))  # reordered: the old one arrives
+    assert not out.work_ok
+    assert m.counters.wrong_owner_rejections == 1
+    assert m.handle_result(R1, result_of(second)).work_ok
+    assert not m.handle_result(R1, result_of(second)).work_ok  # duplicated: refused
+    assert m.counters.duplicate_completions == 0
+    m.close()
+
+
+def _wrong_owner_commits(journal: Path) -> int:
+    """Accepted completions (``done``/``reclaim`` records with an owner) whose owner token is
+    not the one of the lease they ended, read back from the journal file."""
+    owner: dict[str, tuple[object, object]] = {}
+    bad = 0
+    for line in journal.read_text().splitlines():
+        rec = json.loads(line)
+        token = (rec.get("worker"), rec.get("generation"))
+        if rec["event"] == "lease":
+            owner[rec["work_id"]] = token
+        elif rec.get("worker") is not None:
+            bad += owner.pop(rec["work_id"], token) != token
+    return bad
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_in_process_depth_two_run_with_reordered_late_and_duplicated_results(
+    tmp_path: Path, seed: int
+) -> None:
+    items = generate(30, seed)
+    kinds = frozenset({"late", "dup", "reorder", "missing-id", "wrong-id", "malformed"})
+    inject = Injection(kinds, 0.3, seed)
+    clock = ManualClock()
+    m = Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=clock, pipeline=2
+    )
+    transport = InProcessTransport(
+        trivial_worker, (1, 2, 3), inject=inject, clock=clock, late_s=2 * TTL
+    )
+    master_dispatch(m, transport, poll=1.0)
+    m.close()
+    c = m.counters
+    assert c.duplicate_completions == 0
+    assert c.completed == len(items)
+    assert c.wrong_owner_rejections > 0  # late and duplicated results were refused
+    assert _wrong_owner_commits(tmp_path / "j.jsonl") == 0
+    assert max(transport.attempts.values()) >= 1

@@ -4,6 +4,7 @@ generation token ``(rank, dispatch_generation)`` is; in the model and in the imp
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from leasefence.cli import main
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.errors import ProtocolError
-from leasefence.impl.journal import WorkLeaseJournal
+from leasefence.impl.journal import WorkLeaseJournal, parse_line
 from leasefence.impl.master import Master, RankBusy, ResultOutcome
 from leasefence.impl.transport import Injection, InProcessTransport, ManualClock, master_dispatch
 from leasefence.impl.wire import (
@@ -301,3 +302,14 @@ def test_an_in_process_depth_two_run_with_reordered_late_and_duplicated_results(
     assert c.wrong_owner_rejections > 0  # late and duplicated results were refused
     assert _wrong_owner_commits(tmp_path / "j.jsonl") == 0
     assert max(transport.attempts.values()) >= 1
+
+
+def test_the_documented_generation_records_parse_and_replay(tmp_path: Path) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "journal-format.md"
+    (block,) = re.findall(r"```jsonl\n(.*?)\n```", docs.read_text(), re.S)
+    lines = block.splitlines()
+    parsed = [parse_line(line.encode(), i) for i, line in enumerate(lines, 1)]
+    assert [getattr(p, "generation", p) for p in parsed] == [(2, 41), (2, 41)]
+    (tmp_path / "j.jsonl").write_text(lines[0] + "\n")
+    with WorkLeaseJournal(tmp_path / "j.jsonl") as j:
+        assert j.leases["3f" * 32].generation == (2, 41)

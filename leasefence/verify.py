@@ -15,7 +15,7 @@ from leasefence.campaign import layer_campaign
 from leasefence.conformance.layer import layer_conformance
 from leasefence.crashcheck import layer_crashcheck
 from leasefence.model.check import explore
-from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
+from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour, expected_violations
 from leasefence.model.system import Bounds
 
 PASS, FAIL, SKIP = "pass", "FAIL", "skip"
@@ -85,6 +85,28 @@ def layer_model(deep: bool) -> list[Row]:
             Row(
                 "model check",
                 f"flavour {flavour.value}",
+                figures,
+                PASS if ok else FAIL,
+                time.perf_counter() - t,
+                ", ".join(r.violated),
+            )
+        )
+    # Issue 12: two dispatches per rank (with one wall tick, as `model check --pipeline 2`):
+    # fenced by the rank alone it must fail on L2, by (rank, generation) it must pass.
+    for fence in ("rank", "generation"):
+        t = time.perf_counter()
+        r = explore(replace(bounds, pipeline=2, fence=fence, max_wall=1))
+        want = expected_violations(Flavour.FIXED, 2, fence)
+        ok = bool(want & set(r.violated)) if want else r.ok
+        figures = (
+            f"caught: {', '.join(sorted(want & set(r.violated))) or 'nothing'} in {len(r.trace) - 1} steps"
+            if want
+            else f"{r.states:,} states, {r.transitions:,} transitions, depth {r.depth}"
+        )
+        rows.append(
+            Row(
+                "model check",
+                f"pipeline 2, {fence} fence",
                 figures,
                 PASS if ok else FAIL,
                 time.perf_counter() - t,

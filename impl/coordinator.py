@@ -70,12 +70,10 @@ master owns one coordinator.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -83,6 +81,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
+from leasefence.impl.durable import replace_durably as _atomic_write
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, SnapshotError, UnknownTask
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
 from leasefence.impl.wire import Generation, valid_generation
@@ -473,31 +472,6 @@ def _check_generation(generation: object) -> None:
 
 
 # -- snapshot files ----------------------------------------------------------------------------
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data``: temp file in the same directory, fsync, replace, fsync dir."""
-    directory = path.parent
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _keep_legacy_copy(path: Path, original: bytes) -> None:

@@ -55,6 +55,9 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Literal, NoReturn
 
+from leasefence.impl.durable import fsync_dir as _fsync_dir
+from leasefence.impl.durable import replace_durably as _replace_durably
+from leasefence.impl.durable import write_all as _write_all
 from leasefence.impl.errors import (
     InvalidWorkId,
     JournalCorrupt,
@@ -405,21 +408,6 @@ def _read_all(fd: int) -> bytes:
         offset += len(chunk)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _append_durably(path: Path, data: bytes) -> None:
     """Append ``data`` to ``path`` (created 0600) and fsync it (and its directory if new)."""
     created = not path.exists()
@@ -431,24 +419,6 @@ def _append_durably(path: Path, data: bytes) -> None:
         os.close(fd)
     if created:
         _fsync_dir(path.parent)
-
-
-def _replace_durably(path: Path, data: bytes) -> None:
-    """Make ``data`` the content of ``path``: temp file in the same directory, fsync, replace."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
 
 
 def lock_path(path: Path) -> Path:

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from leasefence.cmd_run import _count, _rate, _seconds
+from leasefence.argtypes import count, rate, seconds
 
 
 def register(sub: Any) -> None:
@@ -32,26 +32,24 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the schedule and workload (0)")
     p.add_argument(
         "--duration",
-        type=_seconds,
+        type=seconds,
         default=20.0,
         help="scale: about 12 work items per second (default 20 s; faults add their own time)",
     )
-    p.add_argument("--ranks", type=_count, default=3, help="MPI processes per job (default 3)")
+    p.add_argument("--ranks", type=count, default=3, help="MPI processes per job (default 3)")
     p.add_argument("--faults", type=int, default=10, help="scheduled faults per build (10)")
+    p.add_argument("--work", type=count, default=None, help="work items (default: from --duration)")
+    p.add_argument("--ttl", type=seconds, default=1.0, help="lease TTL in seconds (default 1)")
     p.add_argument(
-        "--work", type=_count, default=None, help="work items (default: from --duration)"
-    )
-    p.add_argument("--ttl", type=_seconds, default=1.0, help="lease TTL in seconds (default 1)")
-    p.add_argument(
-        "--inject-rate", type=_rate, default=0.1, help="rate of late/dup/wrong-ID results (0.1)"
+        "--inject-rate", type=rate, default=0.1, help="rate of late/dup/wrong-ID results (0.1)"
     )
     p.add_argument(
         "--duplicate-candidates",
-        type=_rate,
+        type=rate,
         default=0.1,
         help="rate of concurrent candidates for running work (0.1)",
     )
-    p.add_argument("--compact-every", type=_count, default=25, help="compaction period (25)")
+    p.add_argument("--compact-every", type=count, default=25, help="compaction period (25)")
     p.add_argument("--worker", choices=("z3", "trivial"), default="z3", help="worker (z3)")
     p.add_argument("--only", choices=("f314", "pre-fix"), default=None, help="run one build only")
     p.add_argument("--json", type=Path, metavar="PATH", help="write every figure as JSON")

@@ -7,19 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from leasefence.argtypes import nonneg
+
 #: The sizes of ``--quick``: a few hundred crash points in seconds.
 QUICK_POINTS = 400
 QUICK_SIZE = 6
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
 
 
 def register(sub: Any) -> None:
@@ -39,14 +31,14 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the workloads (default 1)")
     p.add_argument(
         "--points",
-        type=_positive,
+        type=nonneg,
         default=10_000,
         help="run rounds of workloads until at least this many crash points (default 10000)",
     )
-    p.add_argument("--size", type=_positive, default=40, help="calls per workload (default 40)")
+    p.add_argument("--size", type=nonneg, default=40, help="calls per workload (default 40)")
     p.add_argument(
         "--kill-rounds",
-        type=_positive,
+        type=nonneg,
         default=5,
         help="rounds (of 4 workloads) that get the SIGKILL family (default 5)",
     )

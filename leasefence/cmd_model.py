@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from leasefence.argtypes import nonneg
 from leasefence.model.check import CheckResult, changes, explore, format_label
 from leasefence.model.flavours import DESCRIPTIONS, Flavour, expected_violations
 from leasefence.model.system import FENCES, Bounds
@@ -34,16 +35,6 @@ def _task_map(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _nonneg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
-
-
 def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
     """The bound flags shared by ``model check`` and the spec ⇄ model agreement check."""
     d = _DEFAULT
@@ -56,14 +47,14 @@ def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
         help="work IDs and the state task each maps to (default: w1:s1,w2:s1,w3:s2)",
     )
     g.add_argument(
-        "--ranks", type=_nonneg, default=len(d.ranks), help=f"worker ranks (default {len(d.ranks)})"
+        "--ranks", type=nonneg, default=len(d.ranks), help=f"worker ranks (default {len(d.ranks)})"
     )
     g.add_argument(
-        "--ttl", type=_nonneg, default=d.ttl, help=f"lease TTL in ticks (default {d.ttl})"
+        "--ttl", type=nonneg, default=d.ttl, help=f"lease TTL in ticks (default {d.ttl})"
     )
     g.add_argument(
         "--max-wall",
-        type=_nonneg,
+        type=nonneg,
         default=None,
         help=(
             f"last wall-clock tick (default {d.max_wall}; {PIPELINED_MAX_WALL} with --pipeline > 1)"
@@ -71,43 +62,43 @@ def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--reboots",
-        type=_nonneg,
+        type=nonneg,
         default=d.max_reboots,
         help=f"reboots (monotonic origin resets) (default {d.max_reboots})",
     )
     g.add_argument(
         "--rollbacks",
-        type=_nonneg,
+        type=nonneg,
         default=d.max_rollbacks,
         help=f"wall-clock rollbacks (default {d.max_rollbacks})",
     )
     g.add_argument(
         "--restarts",
-        type=_nonneg,
+        type=nonneg,
         default=d.max_restarts,
         help=f"master restarts (default {d.max_restarts})",
     )
     g.add_argument(
         "--attempts",
-        type=_nonneg,
+        type=nonneg,
         default=d.max_attempts,
         help=f"leases of one work ID (default {d.max_attempts})",
     )
     g.add_argument(
         "--leases",
-        type=_nonneg,
+        type=nonneg,
         default=d.max_leases,
         help=f"leases in all (default {d.max_leases})",
     )
     g.add_argument(
         "--dups",
-        type=_nonneg,
+        type=nonneg,
         default=d.max_dups,
         help=f"duplicated results (default {d.max_dups})",
     )
     g.add_argument(
         "--pipeline",
-        type=_nonneg,
+        type=nonneg,
         default=d.pipeline,
         metavar="N",
         help=f"dispatches one rank may hold at once (default {d.pipeline}: F314's one per rank)",

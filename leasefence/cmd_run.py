@@ -3,29 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got {text}")
-    return value
+from leasefence.argtypes import count, rate, seconds
 
 
 def _inject(text: str) -> Any:
@@ -50,9 +31,9 @@ def register(sub: Any) -> None:
             "crash to restart the master: unfinished work is dispatched again."
         ),
     )
-    p.add_argument("--work", type=_count, default=200, help="work items (default 200)")
+    p.add_argument("--work", type=count, default=200, help="work items (default 200)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    p.add_argument("--ttl", type=_seconds, default=30.0, help="lease TTL in seconds (default 30)")
+    p.add_argument("--ttl", type=seconds, default=30.0, help="lease TTL in seconds (default 30)")
     p.add_argument(
         "--journal",
         type=Path,
@@ -81,7 +62,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--inject-rate",
-        type=_rate,
+        type=rate,
         default=0.15,
         metavar="P",
         help="probability that each injected fault hits a given result (default 0.15)",
@@ -105,7 +86,7 @@ def register(sub: Any) -> None:
     )
     f.add_argument(
         "--compact-every",
-        type=_count,
+        type=count,
         default=0,
         metavar="N",
         help="compact the journal after every N accepted completions",
@@ -118,7 +99,7 @@ def register(sub: Any) -> None:
     )
     f.add_argument(
         "--duplicate-candidates",
-        type=_rate,
+        type=rate,
         default=0.0,
         metavar="RATE",
         help=(
@@ -128,7 +109,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--pipeline",
-        type=_count,
+        type=count,
         default=1,
         metavar="N",
         help=(
@@ -148,16 +129,6 @@ def register(sub: Any) -> None:
         ),
     )
     p.set_defaults(func=run)
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

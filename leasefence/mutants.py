@@ -202,8 +202,8 @@ CATALOGUE: tuple[Mutant, ...] = (
                 '            "attempt": attempt,\n',
             ),
             (
-                "self._leases[work_id] = LeaseRecord(worker, now, UNIX)",
-                "self._leases[work_id] = LeaseRecord(worker, now, None)",
+                "self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)",
+                "self._leases[work_id] = LeaseRecord(worker, now, None, generation)",
             ),
         ),
         "L4: leases stamped with monotonic time and no clock tag",
@@ -226,7 +226,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         J,
         (
             (
-                "if worker is not None and (held is None or held.worker != worker):\n            return False",
+                "if worker is not None and (held is None or not _owns(held, worker, generation)):\n            return False",
                 "if False:\n            return False",
             ),
         ),
@@ -237,7 +237,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         J,
         (
             (
-                "if held is None or (worker is not None and held.worker != worker):",
+                "if held is None or (worker is not None and not _owns(held, worker, generation)):",
                 "if held is None:",
             ),
         ),
@@ -246,7 +246,12 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "state-release-unfenced",
         C,
-        (("if lease is None or lease.owner != worker:", "if lease is None:"),),
+        (
+            (
+                "if lease is None or (lease.owner, lease.generation) != (worker, generation):",
+                "if lease is None:",
+            ),
+        ),
         "L2: complete/abandon/discard of a state task by a worker that does not own it",
     ),
     Mutant(
@@ -283,7 +288,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         M,
         (
             (
-                '            if step == "lease_work":\n                self.journal.abandon(item.work_id, worker=rank)',
+                '            if step == "lease_work":\n                self.journal.abandon(item.work_id, worker=rank, **_kw(generation))',
                 '            if step == "lease_work":\n                pass',
             ),
         ),
@@ -294,8 +299,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         M,
         (
             (
-                "work_ok = self.journal.complete(work_id, worker=rank)",
-                "work_ok = self.journal.complete(work_id)",
+                "work_ok = self.journal.complete(work_id, worker=rank, **_kw(gen))",
+                "work_ok = self.journal.complete(work_id, **_kw(gen))",
             ),
         ),
         "L2: completion is not fenced by the MPI source rank",
@@ -303,7 +308,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "stale-result-accepted",
         M,
-        (("if disp is not None and disp.work_id != work_id:", "if False:"),),
+        (("if (disp is not None and disp.work_id != work_id) or (", "if False or ("),),
         "L7/L2: a result for an earlier dispatch ends the rank's current one",
     ),
     Mutant(
@@ -311,8 +316,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         C,
         (
             (
-                "StateLease(owner=x.owner, updated=0.0, epoch=x.epoch)\n                    for t, x in loaded.leases.items()",
-                "StateLease(owner=x.owner, updated=x.updated, epoch=loaded.epoch + 1)\n                    for t, x in loaded.leases.items()",
+                "owner=x.owner, updated=0.0, epoch=x.epoch, generation=x.generation",
+                "owner=x.owner, updated=x.updated, epoch=loaded.epoch + 1, generation=x.generation",
             ),
         ),
         "L6: after a restart old ranks keep ownership of state tasks",

@@ -43,4 +43,8 @@ def test_the_pre_fix_build_shows_duplicates_or_wrong_owner_commits_on_the_same_s
     runs = short_campaign.runs
     assert runs["pre-fix"].finished, runs["pre-fix"].unexpected_exits
     assert runs["pre-fix"].history.damage
-    assert [f.kind for f in runs["pre-fix"].fired] == [f.kind for f in runs["f314"].fired]
+    # Both builds follow one schedule, fired at the same fractions of completed work; a short
+    # pre-fix run may finish before its last faults come due, so it fires a prefix of it.
+    fired = [f.kind for f in runs["pre-fix"].fired]
+    assert fired
+    assert fired == [f.kind for f in runs["f314"].fired][: len(fired)]

@@ -47,3 +47,10 @@ def test_each_f314_defect_planted_in_impl_is_caught_by_the_unit_layer(mutant: Mu
 def test_every_catalogued_mutant_is_caught_by_some_layer(mutant: Mutant) -> None:
     (result,) = run_gate([mutant], available_layers())
     assert result.caught, f"{mutant.name} survived every layer: {result.caught_by} {result.errors}"
+
+
+def test_verify_offers_the_mutant_gate_on_its_command_line() -> None:
+    from leasefence.cli import build_parser
+
+    args = build_parser().parse_args(["verify", "--mutants"])
+    assert args.mutants is True

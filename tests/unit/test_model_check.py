@@ -117,3 +117,17 @@ def test_state_repr_pastes_back_as_python() -> None:
     result = explore(replace(SMALL, flavour=Flavour.REPORTED_ID_WINS))
     last = result.trace[-1].state
     assert eval(repr(last)) == last
+
+
+def test_every_model_action_has_one_name_in_the_spec_the_mapping_table_and_the_traces() -> None:
+    from leasefence.conformance.tracecheck import ACTIONS
+    from leasefence.model.check import reachable
+
+    root = MODEL_DIR.parent
+    spec = (root / "tla" / "LeaseFence.tla").read_text()
+    table = (root / "tla" / "README.md").read_text()
+    names = {label[0] for _, label, _ in reachable(SMALL)}
+    assert names >= {"DispatchWork", "DeliverResult", "ReclaimExpired", "RestartMaster", "Tick"}
+    for name in names | set(ACTIONS):
+        assert f"{name} ==" in spec or f"{name}(" in spec, f"{name} is not an action of the spec"
+        assert f"`{name}" in table, f"{name} is missing from the mapping table in tla/README.md"

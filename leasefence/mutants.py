@@ -21,7 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What is copied for a mutant run (symlinks kept, so leasefence/impl points into the copy).
-COPIED = ("leasefence", "model", "impl", "conformance", "tests", "tla", "pyproject.toml")
+COPIED = ("leasefence", "model", "impl", "conformance", "tests", "tla", "docs", "pyproject.toml")
 
 
 @dataclass(frozen=True)

@@ -54,3 +54,10 @@ def test_verify_offers_the_mutant_gate_on_its_command_line() -> None:
 
     args = build_parser().parse_args(["verify", "--mutants"])
     assert args.mutants is True
+
+
+def test_the_unit_layer_passes_on_an_unmutated_copy_so_a_caught_mutant_means_its_bug() -> None:
+    from leasefence.mutants import baseline
+
+    unit = [layer for layer in available_layers() if layer.name == "unit"]
+    assert baseline(unit) == {}

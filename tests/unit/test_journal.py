@@ -844,3 +844,15 @@ def test_a_flipped_byte_in_the_crc_key_is_damage_not_a_legacy_record(tmp_path: P
     with pytest.raises(JournalCorrupt, match="line 1"):
         WorkLeaseJournal(path)
     assert path.read_bytes() == damaged
+
+
+def test_a_legacy_record_is_reclaimed_even_when_its_monotonic_value_looks_like_a_fresh_unix_time(
+    path: Path, clock: Clock
+) -> None:
+    # Rule 2 on its own: an untagged value is never compared with the Unix clock, so even one
+    # that happens to equal "now" (neither expired nor future-dated) is reclaimed at once.
+    path.write_bytes(legacy_lease_line(A, 1, clock.now))
+    with WorkLeaseJournal(path, clock=clock) as j:
+        assert j.leases[A].clock is None
+        assert j.recover(3600) == [A]
+        assert j.leases == {}

@@ -308,8 +308,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "stale-result-accepted",
         M,
-        (("if (disp is not None and disp.work_id != work_id) or (", "if False or ("),),
-        "L7/L2: a result for an earlier dispatch ends the rank's current one",
+        (("disp is None and len(mine) >= self.pipeline", "False"),),
+        "L7/L2: a result for another work than the rank's dispatch is settled, not refused",
     ),
     Mutant(
         "snapshot-keeps-ownership",

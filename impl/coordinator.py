@@ -84,6 +84,7 @@ from typing import Final
 from leasefence.impl.durable import replace_durably as _atomic_write
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, SnapshotError, UnknownTask
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
+from leasefence.impl.strictjson import strict_hooks
 from leasefence.impl.wire import Generation, valid_generation
 
 #: The snapshot schema this module writes and reads.
@@ -498,6 +499,10 @@ class _Bad(Exception):
     """What is wrong with a snapshot; ``_decode`` adds the path."""
 
 
+#: Strict JSON for snapshots: a duplicate key or a NaN is a malformed snapshot.
+_STRICT = strict_hooks(_Bad, "duplicate key {}")
+
+
 _CURRENT_KEYS: Final = frozenset({"schema", "clock", "epoch", "leases", "stats"})
 _LEGACY_KEYS: Final = frozenset({"clock", "epoch", "leases", "stats"})
 _LEASE_KEYS: Final = frozenset({"owner", "updated", "epoch"})
@@ -513,19 +518,6 @@ def _decode(path: Path, raw: bytes) -> _Loaded:
         raise SnapshotError(f"coordinator snapshot {path}: {e}") from None
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Bad(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str) -> object:
-    raise _Bad(f"{name} is not a JSON number")
-
-
 def _parse(raw: bytes) -> _Loaded:
     try:
         text = raw.decode("utf-8")
@@ -534,7 +526,7 @@ def _parse(raw: bytes) -> _Loaded:
     if not text.strip():
         raise _Bad("the file is empty")
     try:
-        top = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+        top = json.loads(text, **_STRICT)
     except json.JSONDecodeError as e:
         raise _Bad(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except ValueError as e:  # e.g. an integer over Python's digit limit

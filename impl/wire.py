@@ -33,6 +33,7 @@ from enum import IntEnum
 from typing import Any, NewType
 
 from leasefence.impl.errors import ProtocolError
+from leasefence.impl.strictjson import strict_hooks
 
 #: The payload version this code speaks; a message with another ``v`` is refused.
 PROTOCOL_VERSION = 1
@@ -177,19 +178,6 @@ def encode(msg: Message) -> tuple[Tag, bytes]:
     return tag, data
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in doc:
-            raise ProtocolError(f"field {key!r} appears twice")
-        doc[key] = value
-    return doc
-
-
-def _no_constant(name: str) -> Any:
-    raise ProtocolError(f"{name} is not a JSON number")
-
-
 _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
     # tag: (required fields, optional fields), besides "v" and "type"
     Tag.WORK: (frozenset({"work_id", "state_task_id", "payload"}), frozenset({"generation"})),
@@ -200,6 +188,10 @@ _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
     Tag.STOP: (frozenset(), frozenset()),
     Tag.BYE: (frozenset({"results"}), frozenset()),
 }
+
+
+#: Strict JSON for messages: a duplicate field or a NaN is a malformed message.
+_STRICT = strict_hooks(ProtocolError, "field {} appears twice")
 
 
 def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag]) -> Message:
@@ -222,7 +214,7 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+        doc = json.loads(text, **_STRICT)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not JSON: {exc.msg} at {exc.pos}") from None
     except ValueError as exc:  # e.g. an integer over Python's digit limit

@@ -7,7 +7,8 @@ repetition, interleaved)::
     mpiexec -n 3 python -m mpi4py.futures benchmarks/dispatch.py pool --tasks N --out RESULT.json
 
 Rank 0 times ``N`` round trips (one task out to a worker rank, one result back) after a short
-warm-up and writes ``{"contender", "tasks", "seconds", "rate"}`` to RESULT.json. Contenders:
+warm-up and writes ``{"contender", "tasks", "seconds", "rate"}`` to RESULT.json (master
+contenders add ``pipeline``, ``fence`` and what the master held, below). Contenders:
 
 ``master-always``  ``Master.open`` on a journal and snapshot in a temporary directory: fencing,
                    the dispatch transaction, a journal fsync per record and a coordinator
@@ -20,6 +21,12 @@ warm-up and writes ``{"contender", "tasks", "seconds", "rate"}`` to RESULT.json.
                    path of its own; this composition is what one would do.)
 ``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
                    the master's logic and the MPI loop, no disk (benchmark-only).
+``master-depth1``  ``master-memory`` with generation fencing (``fence="generation"``), still
+                   ``pipeline=1``: the partner of ``master-depth2``.
+``master-depth2``  the same with ``pipeline=2`` (issue 12): each worker rank holds up to two
+                   dispatches, so its next WORK is already queued when it sends a RESULT.
+                   Against ``master-depth1`` only the depth differs; against ``master-memory``
+                   the fence differs too.
 ``bare``           a bare mpi4py loop: ``comm.recv(source=ANY_SOURCE)`` on rank 0, one pickled
                    message each way, blocking receives everywhere.
 ``bare-poll``      the same loop receiving with the transport's ``Improbe`` + growing sleep, as
@@ -28,7 +35,14 @@ warm-up and writes ``{"contender", "tasks", "seconds", "rate"}`` to RESULT.json.
 
 Every master contender runs the real ``master_dispatch``/``worker_execute`` pair with
 ``trivial_worker``; the time is taken from the first dispatch to the moment the master has
-every item completed (the STOP/BYE shutdown is not counted).
+every item completed (the STOP/BYE shutdown is not counted). A master contender's RESULT.json
+also says how deep the pipeline really was: ``max_in_flight_per_rank``, the most dispatches
+one rank held at once, and ``mean_in_flight_per_rank``, the mean over the master loop's
+iterations, both seen by the master after each refill in the timed part; and its
+``refused_leases`` (a dispatch refused because an adjacent variant of the same state task is
+still in flight: more of them at depth 2, where four dispatches are in flight instead of two)
+and ``master_cpu_s``, rank 0's CPU time over the timed part (beside ``seconds``: whether the
+master was busy or waiting).
 """
 
 from __future__ import annotations
@@ -38,13 +52,29 @@ import json
 import sys
 import tempfile
 import time
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
 from mpi4py import MPI
 
-CONTENDERS = ("master-always", "master-group", "master-memory", "bare", "bare-poll", "pool")
+CONTENDERS = (
+    "master-always",
+    "master-group",
+    "master-memory",
+    "master-depth1",
+    "master-depth2",
+    "bare",
+    "bare-poll",
+    "pool",
+)
+#: The in-memory master contenders: (pipeline depth, fence); None is the master's default
+#: (rank fencing at depth 1, F314's setting).
+MEMORY_MASTERS: dict[str, tuple[int, str | None]] = {
+    "master-memory": (1, None),
+    "master-depth1": (1, "generation"),
+    "master-depth2": (2, "generation"),
+}
 WARMUP = 20
 
 
@@ -146,27 +176,50 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
             master = Master(journal, coordinator, catalogue, ttl=3600.0, clock=clock)
             transport = GroupCommitTransport(comm, _Commit(journal, coordinator))
         else:
+            pipeline, fence = MEMORY_MASTERS[contender]
             clock = StepClock()
             master = Master(
                 MemoryJournal(clock), StateShardCoordinator(None, clock=clock), catalogue,
-                ttl=3600.0, clock=clock,
+                ttl=3600.0, clock=clock, pipeline=pipeline, fence=fence,
             )  # fmt: skip
             transport = MpiTransport(comm)
         marks: dict[str, float] = {}
+        # Dispatches per rank, seen after each refill of the timed part (every master contender
+        # pays for this count, so the depth 1 and depth 2 contenders pay alike).
+        depth = {"max": 0, "sum": 0, "samples": 0}
+        ranks = len(transport.worker_ranks)
 
         def progress(m: Any) -> None:
             done = m.counters.completed
             if "start" not in marks and done >= WARMUP:
                 marks["start"] = time.perf_counter()
+                marks["cpu_start"] = time.process_time()
                 marks["at"] = done
+            if "start" in marks and "end" not in marks:
+                held = Counter(r for r, _ in m.dispatches())
+                depth["max"] = max(depth["max"], max(held.values(), default=0))
+                depth["sum"] += sum(held.values())
+                depth["samples"] += ranks
             if "end" not in marks and m.finished:
                 marks["end"] = time.perf_counter()
+                marks["cpu_end"] = time.process_time()
 
         master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, progress=progress)
         master.close()
     timed = tasks + WARMUP - marks["at"]
     seconds = marks["end"] - marks["start"]
-    extra = {"commits": transport.commits} if isinstance(transport, GroupCommitTransport) else {}
+    extra: dict[str, Any] = {
+        "pipeline": master.pipeline,
+        "fence": master.fence,
+        "max_in_flight_per_rank": depth["max"],
+        "mean_in_flight_per_rank": depth["sum"] / max(depth["samples"], 1),
+        "master_cpu_s": marks["cpu_end"] - marks["cpu_start"],
+        "refused_leases": master.counters.refused_leases,
+        "stale_results": master.counters.stale_results,
+        "duplicate_completions": master.counters.duplicate_completions,
+    }
+    if isinstance(transport, GroupCommitTransport):
+        extra["commits"] = transport.commits
     report(out, contender, timed, seconds, **extra)
 
 

@@ -1,7 +1,8 @@
 """A work lease journal kept only in memory: the benchmark-only setting that isolates the master's logic.
 
 It implements ``leasefence.impl.master.Journal`` with the same admission and owner-fencing
-answers as ``WorkLeaseJournal`` (L1, L2, L3) but writes nothing, so a dispatch benchmark run on
+answers as ``WorkLeaseJournal`` (L1, L2, L3; the owner token is ``(worker, generation)``, the
+generation None for F314's rank-only leases) but writes nothing, so a dispatch benchmark run on
 it measures the master's decisions and the MPI loop without any disk cost. It is never a flag
 of the real journal, and nothing outside ``benchmarks/`` uses it.
 """
@@ -11,38 +12,46 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+#: A dispatch generation ``(epoch, counter)`` (``leasefence.impl.wire.Generation``).
+Generation = tuple[int, int]
+
 
 class MemoryJournal:
     """``lease``/``complete``/``abandon``/``recover`` as the journal answers them, in dicts."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._leases: dict[str, tuple[int, float]] = {}
+        #: work ID -> (owner token (worker, generation), lease time)
+        self._leases: dict[str, tuple[tuple[int, Generation | None], float]] = {}
         self._completed: set[str] = set()
 
     @property
     def completed(self) -> frozenset[str]:
         return frozenset(self._completed)
 
-    def lease(self, work_id: str, worker: int) -> bool:
+    def lease(self, work_id: str, worker: int, generation: Generation | None = None) -> bool:
         if work_id in self._completed or work_id in self._leases:
             return False
-        self._leases[work_id] = (worker, self._clock())
+        self._leases[work_id] = ((worker, generation), self._clock())
         return True
 
-    def complete(self, work_id: str, worker: int | None = None) -> bool:
+    def complete(
+        self, work_id: str, worker: int | None = None, generation: Generation | None = None
+    ) -> bool:
         if work_id in self._completed:
             return False
         held = self._leases.get(work_id)
-        if worker is not None and (held is None or held[0] != worker):
+        if worker is not None and (held is None or held[0] != (worker, generation)):
             return False
         self._leases.pop(work_id, None)
         self._completed.add(work_id)
         return True
 
-    def abandon(self, work_id: str, worker: int | None = None) -> bool:
+    def abandon(
+        self, work_id: str, worker: int | None = None, generation: Generation | None = None
+    ) -> bool:
         held = self._leases.get(work_id)
-        if held is None or (worker is not None and held[0] != worker):
+        if held is None or (worker is not None and held[0] != (worker, generation)):
             return False
         del self._leases[work_id]
         return True

@@ -14,7 +14,8 @@ Benchmarks (``BENCHMARKS``):
                   after compaction; records replayed per second; a compacted journal of 10,000
                   active leases.
 ``dispatch``      master round trips per second against a bare mpi4py loop and
-                  ``MPIPoolExecutor``: short ``mpiexec -n 3`` jobs of ``benchmarks/dispatch.py``.
+                  ``MPIPoolExecutor``, and pipeline depth 2 against depth 1 (issue 12): short
+                  ``mpiexec -n 3`` jobs of ``benchmarks/dispatch.py``.
 ``verification``  the model checker's states per second against TLC's on the same bounds;
                   conformance steps per second.
 """
@@ -446,7 +447,16 @@ def bench_recovery(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
 
 # -- dispatch ------------------------------------------------------------------------------
 
-DISPATCH = ("bare", "bare-poll", "master-memory", "master-always", "master-group", "pool")
+DISPATCH = (
+    "bare",
+    "bare-poll",
+    "master-memory",
+    "master-depth1",
+    "master-depth2",
+    "master-always",
+    "master-group",
+    "pool",
+)
 
 
 def mpiexec() -> str | None:
@@ -455,7 +465,11 @@ def mpiexec() -> str | None:
     return str(here) if here.is_file() else shutil.which("mpiexec")
 
 
-def _dispatch_job(contender: str, tasks: int, where: Path, timeout: float = 120.0) -> float:
+def _dispatch_job(
+    contender: str, tasks: int, where: Path, timeout: float = 120.0
+) -> dict[str, Any]:
+    """One contender's ``mpiexec -n 3`` job; its RESULT.json (``rate`` and, for a master
+    contender, the pipeline depth it reached)."""
     launcher = mpiexec()
     if launcher is None:
         raise RuntimeError("no mpiexec beside this Python or on PATH")
@@ -479,16 +493,27 @@ def _dispatch_job(contender: str, tasks: int, where: Path, timeout: float = 120.
     if proc.returncode != 0 or not out.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: " + " | ".join(tail))
-    rate: float = json.loads(out.read_text())["rate"]
-    return rate
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
 
 
 def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Every contender of ``DISPATCH``, interleaved. ``depth2_over_depth1`` is the throughput of
+    pipeline depth 2 over depth 1, both on the in-memory journal with generation fencing (only
+    the depth differs); ``max_in_flight_per_rank`` and ``mean_in_flight_per_rank`` say how
+    deep each master contender's pipeline really was (the most and the mean dispatches per
+    rank, over repetitions), ``master_busy`` the median share of the timed wall time rank 0
+    spent on its CPU (near 1: the master's own work bounds the rate; far below: waiting)."""
+    docs: dict[str, list[dict[str, Any]]] = {}
+
     def job(name: str) -> Callable[[int], float]:
         n = sizes.durable_tasks if name in ("master-always", "master-group") else sizes.tasks
 
         def run(rep: int) -> float:
-            rate = _dispatch_job(name, n, where)
+            doc = _dispatch_job(name, n, where)
+            rate = float(doc["rate"])
+            if "max_in_flight_per_rank" in doc:
+                docs.setdefault(name, []).append(doc)
             say(f"    {name:<14} {_fmt(rate):>8} round trips/s")
             return rate
 
@@ -497,6 +522,21 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
     runs = interleave({name: job(name) for name in DISPATCH}, sizes.dispatch_repeats)
     med = {k: median(v) for k, v in runs.items()}
     say("  medians: " + ", ".join(f"{k} {_fmt(v)}" for k, v in med.items()) + " round trips/s")
+    depth2_over_depth1 = med["master-depth2"] / med["master-depth1"]
+    max_in_flight = {k: max(int(d["max_in_flight_per_rank"]) for d in v) for k, v in docs.items()}
+    mean_in_flight = {
+        k: statistics.fmean(float(d["mean_in_flight_per_rank"]) for d in v) for k, v in docs.items()
+    }
+    busy = {k: median([d["master_cpu_s"] / d["seconds"] for d in v]) for k, v in docs.items()}
+
+    def depth(k: str) -> str:
+        return f"max {max_in_flight[k]}, mean {mean_in_flight[k]:.2f}, master busy {busy[k]:.0%}"
+
+    say(
+        f"  depth 2 / depth 1 throughput: {_fmt(depth2_over_depth1)}x (in-memory journal, "
+        f"generation fence; dispatches in flight per rank, depth 1: {depth('master-depth1')}; "
+        f"depth 2: {depth('master-depth2')})"
+    )
     return {
         "ranks": 3,
         "tasks": sizes.tasks,
@@ -509,6 +549,13 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
         "group_over_pool": med["master-group"] / med["pool"],
         "always_over_pool": med["master-always"] / med["pool"],
         "group_over_always": med["master-group"] / med["master-always"],
+        # issue 12: pipeline depth 2 over depth 1, round trips/s (medians), only the depth
+        # differs; and the generation fence over F314's rank fence, both at depth 1
+        "depth2_over_depth1": depth2_over_depth1,
+        "generation_over_rank_fence": med["master-depth1"] / med["master-memory"],
+        "max_in_flight_per_rank": max_in_flight,
+        "mean_in_flight_per_rank": mean_in_flight,
+        "master_busy": busy,
     }
 
 
@@ -745,6 +792,8 @@ def other_figures(results: dict[str, Any]) -> list[tuple[str, str]]:
             ("bare blocking loop / bare Improbe+sleep loop, rt/s", _fmt(med["bare"] / med["bare-poll"]) + "x"),
             ("durable master, group commit / per-call sync, rt/s", _fmt(d["group_over_always"]) + "x"),
             ("durable master, per-call sync / MPIPoolExecutor, rt/s", _fmt(d["always_over_pool"]) + "x"),
+            ("depth 2 / depth 1 (memory journal, generation fence), rt/s", _fmt(d["depth2_over_depth1"]) + "x"),
+            ("generation / rank fence at depth 1, memory journal, rt/s", _fmt(d["generation_over_rank_fence"]) + "x"),
         ]  # fmt: skip
     v = results.get("verification")
     if isinstance(v, dict):

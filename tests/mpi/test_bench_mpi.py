@@ -1,14 +1,16 @@
 """The dispatch benchmark at its tiny size: every contender's ``mpiexec -n 3`` job runs and reports
-a rate (no figure is checked; the machine is shared and noisy)."""
+a rate (no figure is checked; the machine is shared and noisy), and the depth-2 contender really
+ran at depth 2."""
 
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 import pytest
 
-from leasefence.bench import DISPATCH, Sizes, run
+from leasefence.bench import DISPATCH, Sizes, other_figures, run
 
 pytestmark = pytest.mark.mpi
 
@@ -22,3 +24,16 @@ def test_every_dispatch_contender_runs_under_mpiexec_and_reports_a_rate(tmp_path
     assert all(rate > 0 for rate in figures["median_round_trips_per_s"].values())
     statuses = {g.name: g.status for g in report.goals if "master" in g.name}
     assert set(statuses.values()) <= {"PASS", "MISS"}
+
+    # issue 12: depth 2 against depth 1 is a measured ratio, printed and in the JSON report
+    ratio = report.to_json()["results"]["dispatch"]["depth2_over_depth1"]
+    assert isinstance(ratio, float)
+    assert math.isfinite(ratio)
+    assert ratio > 0
+    assert "depth 2 / depth 1 throughput:" in out.getvalue()
+    assert any(label.startswith("depth 2 / depth 1") for label, _ in other_figures(report.results))
+    # ... of a pipeline that really was two deep (a silent fallback to depth 1 fails here),
+    # against a partner that really was one deep
+    assert figures["max_in_flight_per_rank"]["master-depth2"] == 2
+    assert figures["mean_in_flight_per_rank"]["master-depth2"] > 1.0
+    assert figures["max_in_flight_per_rank"]["master-depth1"] == 1

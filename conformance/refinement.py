@@ -20,6 +20,14 @@ the results in flight, and the fault counters are the environment's, kept by the
 Clock domains: the implementation's ``"unix"`` tag is the model's ``unix``; an untagged lease
 (``clock is None``, a record in F314's original format) is the model's ``legacy``.
 
+Generations (issue 12): the implementation's dispatch generation is ``(epoch, counter)``, per
+rank; the model's is one integer, ``next_generation`` (leases ever granted, plus one). Only
+equality matters to an exact-match fence, so the mapping is a bijection learnt as the run goes:
+``GenerationNames.bind`` pairs the implementation's token ``(rank, epoch, counter)`` with the
+model generation of the same dispatch; a token never bound (read from files the run did not
+write) gets a fresh name from ``FRESH`` up, far beyond any generation the model issues in a run. ``None`` (no generation, a
+rank-only owner) is the model's ``0``.
+
 Statistics: the implementation knows a task (with zero statistics) from its first lease; the
 model keeps an entry only once a completion or failure is booked. The mapping keeps the tasks
 with ``completions + failures > 0``; amounts are whole numbers on both sides.
@@ -28,12 +36,13 @@ with ``completions + failures > 0``; amounts are whole numbers on both sides.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import LeaseRecord, WorkLeaseJournal
 from leasefence.impl.master import Master
 from leasefence.impl.rules import UNIX
+from leasefence.impl.wire import Generation
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
 from leasefence.model.state import Coordinator, Dispatch, Journal, Lease, State, StateLease, Stats
 
@@ -64,15 +73,64 @@ def clock_domain(tag: str | None) -> str:
     raise AssertionError(f"unknown clock tag {tag!r} in the journal")
 
 
-def lease_of(x: LeaseRecord) -> Lease:
+#: The first name given to a token never bound (the model issues 1, 2, ... one per lease).
+FRESH = 10**15
+
+
+@dataclass
+class GenerationNames:
+    """The bijection between the implementation's owner tokens ``(rank, epoch, counter)`` and the
+    model's generations (integers; ``0`` is "none"). See the module's notes."""
+
+    names: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    tokens: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    fresh: int = FRESH
+
+    def bind(self, rank: int, generation: Generation | None, model_gen: int) -> None:
+        """Pair ``rank``'s implementation ``generation`` with the model's ``model_gen``; both
+        must be new, or already paired with each other (a token that repeats is a bug)."""
+        if generation is None and model_gen == 0:
+            return
+        if generation is None or model_gen == 0:
+            raise AssertionError(
+                f"rank {rank}: implementation generation {generation!r} against model "
+                f"generation {model_gen} (one side fences by rank alone)"
+            )
+        token = (rank, generation[0], generation[1])
+        if (
+            self.names.get(token, model_gen) != model_gen
+            or self.tokens.get(model_gen, token) != token
+        ):
+            raise AssertionError(
+                f"owner token {token} is model generation {self.names.get(token)}, and model "
+                f"generation {model_gen} is {self.tokens.get(model_gen)}: a token repeated"
+            )
+        self.names[token] = model_gen
+        self.tokens[model_gen] = token
+
+    def name(self, rank: int, generation: Generation | None) -> int:
+        """The model generation of ``rank``'s implementation ``generation`` (0 for None; a
+        fresh name for a token never bound)."""
+        if generation is None:
+            return 0
+        token = (rank, generation[0], generation[1])
+        if token not in self.names:
+            self.names[token] = self.fresh
+            self.tokens[self.fresh] = token
+            self.fresh += 1
+        return self.names[token]
+
+
+def lease_of(x: LeaseRecord, names: GenerationNames | None = None) -> Lease:
     """One active work lease in the model's terms."""
-    return Lease(owner=x.worker, updated=tick(x.updated), clock=clock_domain(x.clock))
+    gen = (names or GenerationNames()).name(x.worker, x.generation)
+    return Lease(owner=x.worker, updated=tick(x.updated), clock=clock_domain(x.clock), gen=gen)
 
 
-def journal_state(j: WorkLeaseJournal) -> Journal:
+def journal_state(j: WorkLeaseJournal, names: GenerationNames | None = None) -> Journal:
     """The journal's abstract state: active leases, completed IDs, attempts per ID."""
     return Journal(
-        leases=tuple((w, lease_of(x)) for w, x in sorted(j.leases.items())),
+        leases=tuple((w, lease_of(x, names)) for w, x in sorted(j.leases.items())),
         completed=frozenset(j.completed),
         attempts=tuple(sorted(j.attempts.items())),
     )
@@ -84,12 +142,23 @@ def _whole(amount: float) -> int:
     return int(amount)
 
 
-def coordinator_state(c: StateShardCoordinator) -> Coordinator:
+def coordinator_state(
+    c: StateShardCoordinator, names: GenerationNames | None = None
+) -> Coordinator:
     """The coordinator's abstract state: epoch, every lease (active or stale), booked statistics."""
+    names = names or GenerationNames()
     return Coordinator(
         epoch=c.epoch,
         leases=tuple(
-            (t, StateLease(owner=x.owner, updated=tick(x.updated), epoch=x.epoch))
+            (
+                t,
+                StateLease(
+                    owner=x.owner,
+                    updated=tick(x.updated),
+                    epoch=x.epoch,
+                    gen=names.name(x.owner, x.generation),
+                ),
+            )
             for t, x in sorted(c.leases.items())
         ),
         stats=tuple(
@@ -116,6 +185,7 @@ class Environment:
     wall: int = 0
     mono: int = 0
     net: frozenset[tuple[int, str]] = frozenset()
+    gnet: frozenset[tuple[int, str, int]] = frozenset()
     dups: int = 0
     reboots: int = 0
     rollbacks: int = 0
@@ -130,35 +200,44 @@ class Environment:
             journal=Journal() if journal is None else journal,
             coordinator=Coordinator() if coordinator is None else coordinator,
             net=self.net,
+            gnet=self.gnet,
             dups=self.dups,
             reboots=self.reboots,
             rollbacks=self.rollbacks,
         )
 
 
-def active_dispatches(m: Master) -> tuple[tuple[int, Dispatch], ...]:
-    """The master's active dispatches: rank -> (work, the task it stored at dispatch time)."""
+def active_dispatches(
+    m: Master, names: GenerationNames | None = None
+) -> tuple[tuple[int, Dispatch], ...]:
+    """The master's active dispatches: (rank, (work, the task stored at dispatch time, its
+    generation)), sorted as the model keeps them (several per rank beyond depth 1)."""
+    names = names or GenerationNames()
     return tuple(
-        (int(r), Dispatch(work=str(d.work_id), task=str(d.task_id)))
-        for r, d in sorted(m.active.items())
+        sorted(
+            (int(r), Dispatch(str(d.work_id), str(d.task_id), names.name(r, d.generation)))
+            for r, d in m.dispatches()
+        )
     )
 
 
-def master_state(m: Master, env: Environment) -> State:
-    """The whole system's abstract state: the master's journal, coordinator and dispatches."""
+def master_state(m: Master, env: Environment, names: GenerationNames | None = None) -> State:
+    """The whole system's abstract state: the master's journal, coordinator and dispatches
+    (generations named by ``names``; see ``GenerationNames``)."""
     journal = m.journal
     coordinator = m.coordinator
     if not isinstance(journal, WorkLeaseJournal) or not isinstance(
         coordinator, StateShardCoordinator
     ):
         raise TypeError("master_state maps a master over a WorkLeaseJournal and a coordinator")
-    return env.state(journal_state(journal), coordinator_state(coordinator))._replace(
-        active=active_dispatches(m)
+    return env.state(journal_state(journal, names), coordinator_state(coordinator, names))._replace(
+        active=active_dispatches(m, names)
     )
 
 
 __all__ = [
     "Environment",
+    "GenerationNames",
     "TickClock",
     "active_dispatches",
     "clock_domain",

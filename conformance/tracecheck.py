@@ -9,30 +9,59 @@ action with the same arguments, and compares every decision. The first step the 
 allow, or decides differently, is reported with the state before it.
 
 Times are compared in integer milliseconds, the model's ticks.
+
+Pipelined runs (issue 12): the Header gives the pipeline depth and the fence; under generation
+fencing each dispatch and each result carries its generation ``[epoch, counter]``, and replay
+pairs every generation with the model's (``refinement.GenerationNames``). A result is then the
+message of the generation it presents; a duplicate is one whose generation is delivered again
+later in the trace.
+
+Every replayed state is also checked against the invariants, and every step against the step
+properties (``model.invariants``), so a trace the model allows but that breaks L1-L7 (a run of
+a flavour or bounds under which the protocol is unsafe, such as rank fencing at depth 2) is
+reported too. ``NoStuckLease`` is left out: it is a property of the rules over a time horizon,
+not of one run, and costs a scan of ``2 * TTL`` ticks per lease.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from leasefence.conformance.refinement import GenerationNames
+from leasefence.impl.wire import Generation, valid_generation
 from leasefence.model.check import flatten
+from leasefence.model.invariants import STATE_INVARIANTS, STEP_PROPERTIES
 from leasefence.model.journal import lease_work
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
 from leasefence.model.state import Coordinator, Journal, Lease, State, StateLease, Stats, get
 from leasefence.model.system import (
     DISPATCH_STEPS,
+    FENCE_GENERATION,
+    FENCES,
     Bounds,
     deliver_result,
     dispatch_work,
+    dispatches_of,
     initial_state,
+    next_generation,
     reclaim_expired,
     restart_master,
 )
 
 ACTIONS = ("DispatchWork", "DeliverResult", "ReclaimExpired", "RestartMaster")
+
+#: The invariants checked on every replayed state (see the module's notes).
+TRACE_INVARIANTS = {k: v for k, v in STATE_INVARIANTS.items() if k != "NoStuckLease"}
+
+
+def broken(before: State, after: State, b: Bounds) -> list[str]:
+    """The invariants ``after`` breaks and the step properties ``before -> after`` breaks."""
+    bad = [name for name, check in TRACE_INVARIANTS.items() if not check(after, b)]
+    return bad + [name for name, step in STEP_PROPERTIES.items() if not step(before, after, b)]
 
 
 class TraceFormatError(ValueError):
@@ -90,7 +119,8 @@ def parse(lines: Iterable[str]) -> tuple[list[tuple[int, dict[str, Any]]], bool]
 
 
 def bounds_from_header(header: dict[str, Any]) -> Bounds:
-    """Replay bounds: the header's works, tasks, ranks and TTL (in ms), and no exploration limits."""
+    """Replay bounds: the header's works, tasks, ranks, TTL (in ms), pipeline depth and fence
+    (depth 1 and the rank in a version-1 trace), and no exploration limits."""
     task_of = header.get("task_of")
     ranks = header.get("ranks")
     ttl = header.get("ttl")
@@ -100,7 +130,16 @@ def bounds_from_header(header: dict[str, Any]) -> Bounds:
         or not isinstance(ttl, int | float)
     ):
         raise TraceFormatError("the Header needs task_of (object), ranks (list) and ttl (number)")
-    big = 10**12
+    pipeline, fence = header.get("pipeline", 1), header.get("fence", "rank")
+    if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
+        raise TraceFormatError(
+            f"the Header's pipeline must be a whole number >= 1, not {pipeline!r}"
+        )
+    if fence not in FENCES:
+        raise TraceFormatError(
+            f"the Header's fence must be one of {', '.join(FENCES)}, not {fence!r}"
+        )
+    big = 10**18  # beyond any Unix time in ms: replay explores nothing, so nothing is bounded
     return Bounds(
         task_of=tuple(sorted((str(w), str(t)) for w, t in task_of.items())),
         ranks=tuple(int(r) for r in ranks),
@@ -112,7 +151,19 @@ def bounds_from_header(header: dict[str, Any]) -> Bounds:
         max_attempts=big,
         max_leases=big,
         max_dups=big,
+        pipeline=pipeline,
+        fence=fence,
     )
+
+
+def _generation(ev: dict[str, Any], lineno: int) -> Generation | None:
+    """The event's ``gen`` (absent or null: none)."""
+    gen = ev.get("gen")
+    if gen is None:
+        return None
+    if not valid_generation(gen):
+        raise TraceFormatError(f"line {lineno}: gen must be [epoch, counter] or null, not {gen!r}")
+    return (int(gen[0]), int(gen[1]))
 
 
 def validate(lines: Iterable[str]) -> TraceReport:
@@ -122,6 +173,7 @@ def validate(lines: Iterable[str]) -> TraceReport:
     if not events or events[0][1]["event"] != "Header":
         raise TraceFormatError("a trace starts with a Header line")
     b = bounds_from_header(events[0][1])
+    names = GenerationNames()
     s: State = initial_state()
     body = events[1:]
     for index, (lineno, ev) in enumerate(body):
@@ -139,16 +191,22 @@ def validate(lines: Iterable[str]) -> TraceReport:
         if now < s.wall:
             report.rollbacks += 1
         s = s._replace(wall=now, mono=now)
+        before = s
         if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
             if report.steps == 0:
                 # The trace starts on existing files: its history starts from what was on disk.
-                s = _adopt(s, ev["recovered"])
-            problem, s, lost = _resync(s, ev["recovered"], b)
+                s = _adopt(s, ev["recovered"], names)
+            problem, s, lost, names = _resync(s, ev["recovered"], b, names)
             report.lost_steps += lost
             if problem is not None:
                 report.divergence, report.line = problem, lineno
                 return report
-        problem, s = _apply(s, name, ev, lineno, b, body[index + 1 :])
+        problem, s = _apply(s, name, ev, lineno, b, body[index + 1 :], names)
+        if problem is None and (bad := broken(before, s, b)):
+            problem = (
+                f"{name} is a step the model allows, but it breaks {', '.join(bad)}; state "
+                f"after: {'; '.join(f'{k}={v!r}' for k, v in flatten(s).items())}"
+            )
         if problem is not None:
             report.divergence, report.line = problem, lineno
             return report
@@ -164,6 +222,7 @@ def _apply(
     lineno: int,
     b: Bounds,
     rest: list[tuple[int, dict[str, Any]]],
+    names: GenerationNames,
 ) -> tuple[str | None, State]:
     def state_text(st: State) -> str:
         return "; ".join(f"{k}={v!r}" for k, v in flatten(st).items())
@@ -172,40 +231,50 @@ def _apply(
         w, r = str(_need(ev, "w", lineno)), int(_need(ev, "r", lineno))
         if w not in b.works:
             return f"DispatchWork of {w!r}, which the Header does not list", s
-        if get(s.active, r) is not None:
+        if len(dispatches_of(s, r)) >= b.pipeline:
             return (
-                f"DispatchWork to rank {r}, which the model says is still busy with {get(s.active, r)}",
+                f"DispatchWork to rank {r}, which the model says is still busy with "
+                f"{dispatches_of(s, r)} (pipeline {b.pipeline})",
                 s,
             )
         refuse = ev.get("refused")
         injected = refuse if refuse in DISPATCH_STEPS[:3] else None
+        model_gen = next_generation(s, b)
         out, t = dispatch_work(s, w, r, b, refuse=injected)
         if out.ok != bool(_need(ev, "ok", lineno)) or (not out.ok and out.refused != refuse):
             return (
                 f"DispatchWork({w!r}, {r}): implementation ok={ev['ok']} refused={refuse!r}, "
                 f"model ok={out.ok} refused={out.refused!r}; state before: {state_text(s)}"
             ), s
+        if out.ok:
+            try:
+                names.bind(r, _generation(ev, lineno), model_gen)
+            except AssertionError as exc:
+                return f"DispatchWork({w!r}, {r}): {exc}", s
         return None, t
     if name == "DeliverResult":
         r, w = int(_need(ev, "r", lineno)), str(_need(ev, "w", lineno))
         reported = ev.get("reported")
-        if (r, w) not in s.net:
+        presented = _generation(ev, lineno)
+        message = _message(s, r, w, presented, names, b)
+        if message is None:
             return (
-                f"DeliverResult({r}, {w!r}): no such result in flight in the model (never dispatched)",
+                f"DeliverResult({r}, {w!r}, gen={presented!r}): no such result in flight in the "
+                "model (never dispatched)",
                 s,
             )
-        # A duplicated delivery leaves its message in flight: it is one when the next event
-        # about the same (rank, work) is another delivery rather than a new dispatch of it.
-        keep = False
-        for _, e in rest:
-            if int(e.get("r", -1)) != r or e.get("w") != w:
-                continue
-            if e.get("event") == "DeliverResult":
-                keep = True
-                break
-            if e.get("event") == "DispatchWork" and e.get("ok"):
-                break
-        res, t = deliver_result(s, r, w, reported, bool(_need(ev, "ok", lineno)), b, keep=keep)
+        keep = _duplicated(r, w, presented, rest, lineno)
+        res, t = deliver_result(
+            s,
+            r,
+            w,
+            reported,
+            bool(_need(ev, "ok", lineno)),
+            b,
+            keep=keep,
+            gen=message,
+            presented=0 if presented is None else message,
+        )
         got = (
             bool(ev.get("stale", False)),
             ev.get("task"),
@@ -229,12 +298,68 @@ def _apply(
     return None, restart_master(s, b)
 
 
-def _journal_of(doc: dict[str, Any]) -> Journal:
+def _message(
+    s: State, r: int, w: str, presented: Generation | None, names: GenerationNames, b: Bounds
+) -> int | None:
+    """The model message a delivered result is: its generation (0: a message of ``net``, rank
+    fencing), or None when the model has no such result in flight. A result that presents no
+    generation under generation fencing (an old-protocol worker) is the oldest message in
+    flight from ``r`` about ``w``."""
+    if b.fence != FENCE_GENERATION:
+        return 0 if (r, w) in s.net else None
+    if presented is not None:
+        g = names.name(r, presented)
+        return g if (r, w, g) in s.gnet else None
+    mine = sorted(g for rr, ww, g in s.gnet if (rr, ww) == (r, w))
+    return mine[0] if mine else None
+
+
+def _duplicated(
+    r: int,
+    w: str,
+    presented: Generation | None,
+    rest: list[tuple[int, dict[str, Any]]],
+    lineno: int,
+) -> bool:
+    """Whether this delivery left its message in flight (a duplicated result): a result that
+    presents a generation is delivered again later in the trace; one without is followed by
+    another delivery about the same (rank, work) before a new dispatch of it."""
+    for n, e in rest:
+        if int(e.get("r", -1)) != r or e.get("w") != w:
+            continue
+        if presented is not None:
+            if e.get("event") == "DeliverResult" and _generation(e, n) == presented:
+                return True
+            continue
+        if e.get("event") == "DeliverResult":
+            return True
+        if e.get("event") == "DispatchWork" and e.get("ok"):
+            return False
+    return False
+
+
+def _disk_generation(x: list[Any], at: int) -> Generation | None:
+    """The generation at position ``at`` of a recovered lease (absent in a version-1 trace)."""
+    gen = x[at] if len(x) > at else None
+    if gen is None:
+        return None
+    if not valid_generation(gen):
+        raise TraceFormatError(f"a recovered lease's generation is not [epoch, counter]: {gen!r}")
+    return (int(gen[0]), int(gen[1]))
+
+
+def _journal_of(doc: dict[str, Any], names: GenerationNames) -> Journal:
+    """The journal a restarted master read from disk, its generations named by ``names``."""
     leases = tuple(
         sorted(
             (
                 str(w),
-                Lease(int(x[0]), _ms(float(x[1])), CLOCK_UNIX if x[2] == "unix" else CLOCK_LEGACY),
+                Lease(
+                    int(x[0]),
+                    _ms(float(x[1])),
+                    CLOCK_UNIX if x[2] == "unix" else CLOCK_LEGACY,
+                    names.name(int(x[0]), _disk_generation(x, 3)),
+                ),
             )
             for w, x in doc.get("leases", {}).items()
         )
@@ -243,13 +368,17 @@ def _journal_of(doc: dict[str, Any]) -> Journal:
     return Journal(leases=leases, completed=frozenset(doc.get("completed", [])), attempts=attempts)
 
 
-def _adopt(s: State, recovered: dict[str, Any]) -> State:
+def _adopt(s: State, recovered: dict[str, Any], names: GenerationNames) -> State:
     """The model state a trace starts from when its first step is a restart on existing files."""
     doc = recovered.get("coordinator", {})
     epoch = int(doc.get("epoch", 2)) - 1  # the new master had already loaded into the next epoch
     leases = tuple(
         sorted(
-            (str(t), StateLease(int(x[0]), 0, int(x[2]))) for t, x in doc.get("leases", {}).items()
+            (
+                str(t),
+                StateLease(int(x[0]), 0, int(x[2]), names.name(int(x[0]), _disk_generation(x, 3))),
+            )
+            for t, x in doc.get("leases", {}).items()
         )
     )
     stats = tuple(
@@ -259,7 +388,8 @@ def _adopt(s: State, recovered: dict[str, Any]) -> State:
         )
     )
     coordinator = Coordinator(epoch=max(epoch, 1), leases=leases, stats=stats)
-    return s._replace(journal=_journal_of(recovered.get("journal", {})), coordinator=coordinator)
+    journal = _journal_of(recovered.get("journal", {}), names)
+    return s._replace(journal=journal, coordinator=coordinator)
 
 
 def _master_steps(s: State, b: Bounds) -> list[State]:
@@ -267,28 +397,42 @@ def _master_steps(s: State, b: Bounds) -> list[State]:
     for DispatchWork also the state after its journal lease alone: a master killed inside the
     transaction, before RejectDispatch gave the lease back, leaves exactly that on disk."""
     out = [reclaim_expired(s, b)[1]]
+    gen = next_generation(s, b)
     for r in b.ranks:
-        if get(s.active, r) is None:
+        if len(dispatches_of(s, r)) < b.pipeline:
             out += [dispatch_work(s, w, r, b)[1] for w in b.works]
             for w in b.works:
-                ok, j = lease_work(s.journal, w, r, s.wall, s.mono, b.flavour)
+                ok, j = lease_work(s.journal, w, r, s.wall, s.mono, b.flavour, gen)
                 if ok:
                     out.append(s._replace(journal=j))
     for r, w in sorted(s.net):
         for rep in (*b.tasks, None):
             out += [deliver_result(s, r, w, rep, ok, b)[1] for ok in (True, False)]
+    for r, w, g in sorted(s.gnet):
+        for rep in (*b.tasks, None):
+            for p in (g, 0):
+                out += [
+                    deliver_result(s, r, w, rep, ok, b, gen=g, presented=p)[1]
+                    for ok in (True, False)
+                ]
     return [t for t in out if t != s]
 
 
 def _coordinator_view(c: Coordinator) -> tuple[object, ...]:
-    """What is compared of a coordinator: owners and epochs of leases, and the booked counts."""
-    leases = tuple((t, x.owner, x.epoch) for t, x in c.leases)
+    """What is compared of a coordinator: owner tokens and epochs of leases, and the booked
+    counts."""
+    leases = tuple((t, x.owner, x.gen, x.epoch) for t, x in c.leases)
     stats = tuple((t, x.completions, x.failures) for t, x in c.stats if x.completions or x.failures)
     return leases, stats
 
 
-def _recovered_view(doc: dict[str, Any]) -> tuple[object, ...]:
-    leases = tuple(sorted((str(t), int(x[0]), int(x[2])) for t, x in doc.get("leases", {}).items()))
+def _recovered_view(doc: dict[str, Any], names: GenerationNames) -> tuple[object, ...]:
+    leases = tuple(
+        sorted(
+            (str(t), int(x[0]), names.name(int(x[0]), _disk_generation(x, 3)), int(x[2]))
+            for t, x in doc.get("leases", {}).items()
+        )
+    )
     stats = tuple(sorted((str(t), int(x[0]), int(x[1])) for t, x in doc.get("stats", {}).items()))
     return leases, stats
 
@@ -302,32 +446,61 @@ def _same_journal(model: Journal, disk: Journal, before: Journal) -> bool:
     for w, x in model.leases:
         y = get(disk.leases, w)
         assert y is not None
-        if (x.owner, x.clock) != (y.owner, y.clock):
+        if (x.owner, x.clock, x.gen) != (y.owner, y.clock, y.gen):
             return False
         if x.updated != y.updated and get(before.leases, w) == y:
             return False
     return True
 
 
-def _resync(s: State, recovered: dict[str, Any], b: Bounds) -> tuple[str | None, State, bool]:
+def _bind_lost(t: State, recovered: dict[str, Any], names: GenerationNames) -> GenerationNames:
+    """``names`` extended by the generation a lost step gave out: a lease on disk whose token
+    the trace never showed, held by the same rank as the lease ``t`` (a candidate lost step)
+    has under a model generation not yet named, is that generation."""
+    named = copy.deepcopy(names)
+    held_by: list[tuple[dict[str, Any], dict[str, Lease | StateLease]]] = [
+        (recovered.get("journal", {}), dict(t.journal.leases)),
+        (recovered.get("coordinator", {}), dict(t.coordinator.leases)),
+    ]
+    for doc, leases in held_by:
+        for key, x in doc.get("leases", {}).items():
+            gen, held = _disk_generation(x, 3), leases.get(str(key))
+            if gen is None or held is None or held.owner != int(x[0]) or held.gen <= 0:
+                continue
+            token = (int(x[0]), gen[0], gen[1])
+            if token not in named.names and held.gen not in named.tokens:
+                named.bind(int(x[0]), gen, held.gen)
+    return named
+
+
+def _resync(
+    s: State, recovered: dict[str, Any], b: Bounds, names: GenerationNames
+) -> tuple[str | None, State, bool, GenerationNames]:
     """Check what a restarted master read from disk against the model.
 
     A master killed with SIGKILL may have made its last step durable (journal first, then the
     coordinator) without tracing it. The disk state must then be the model's state after one
     step the model allows from the last traced state, or a prefix of one (the journal part done,
-    the coordinator part not yet). Anything else is a divergence.
+    the coordinator part not yet). Anything else is a divergence. Returns the names of
+    generations with the lost step's, if any, added.
     """
-    disk_j = _journal_of(recovered.get("journal", {}))
-    disk_c = _recovered_view(recovered.get("coordinator", {}))
+    disk_doc = recovered.get("journal", {})
+    coordinator_doc = recovered.get("coordinator", {})
+    probe = copy.deepcopy(names)
+    disk_j = _journal_of(disk_doc, probe)
+    disk_c = _recovered_view(coordinator_doc, probe)
     if _same_journal(s.journal, disk_j, s.journal) and _coordinator_view(s.coordinator) == disk_c:
-        return None, s, False
+        return None, s, False, names
     for t in _master_steps(s, b):
+        named = _bind_lost(t, recovered, names)
+        disk_j = _journal_of(disk_doc, named)
+        disk_c = _recovered_view(coordinator_doc, named)
         if not _same_journal(t.journal, disk_j, s.journal):
             continue
         if _coordinator_view(t.coordinator) == disk_c:
-            return None, t._replace(journal=disk_j), True
+            return None, t._replace(journal=disk_j), True, named
         if _coordinator_view(s.coordinator) == disk_c:
-            return None, s._replace(journal=disk_j), True
+            return None, s._replace(journal=disk_j), True, named
     return (
         (
             "RestartMaster: the state read from disk is neither the model's state nor one step the "
@@ -336,4 +509,5 @@ def _resync(s: State, recovered: dict[str, Any], b: Bounds) -> tuple[str | None,
         ),
         s,
         False,
+        names,
     )

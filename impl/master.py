@@ -189,6 +189,12 @@ FENCE_GENERATION = "generation"
 FENCES = (FENCE_RANK, FENCE_GENERATION)
 
 
+def default_fence(pipeline: int) -> str:
+    """The owner token when none is asked for: the rank alone at depth 1 (F314), the dispatch
+    generation beyond (the rank alone no longer tells a rank's dispatches apart)."""
+    return FENCE_RANK if pipeline == 1 else FENCE_GENERATION
+
+
 def _kw(generation: Generation | None) -> dict[str, Generation]:
     """``generation=`` for a container call, only when there is one (rank fencing calls the
     journal and the coordinator exactly as F314 does)."""
@@ -266,7 +272,7 @@ class Master:
     ) -> None:
         if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
             raise ValueError(f"pipeline must be a whole number >= 1, got {pipeline!r}")
-        fence = fence if fence is not None else (FENCE_RANK if pipeline == 1 else FENCE_GENERATION)
+        fence = fence if fence is not None else default_fence(pipeline)
         if fence not in FENCES:
             raise ValueError(f"fence must be one of {', '.join(FENCES)}, got {fence!r}")
         self.pipeline = pipeline
@@ -425,13 +431,17 @@ class Master:
             return {}
         return {
             "journal": {
-                "leases": {w: [x.worker, x.updated, x.clock] for w, x in j.leases.items()},
+                "leases": {
+                    w: [x.worker, x.updated, x.clock, x.generation] for w, x in j.leases.items()
+                },
                 "completed": sorted(j.completed),
                 "attempts": dict(j.attempts),
             },
             "coordinator": {
                 "epoch": c.epoch,
-                "leases": {t: [x.owner, x.updated, x.epoch] for t, x in c.leases.items()},
+                "leases": {
+                    t: [x.owner, x.updated, x.epoch, x.generation] for t, x in c.leases.items()
+                },
                 "stats": {
                     t: [x.completions, x.failures]
                     for t, x in c.statistics.items()
@@ -511,7 +521,7 @@ class Master:
                 self._reject_dispatch(item, rank, taken, gen)
                 raise
             if self.trace is not None:
-                self.trace.dispatch_work(work_id, rank, now, outcome.ok, outcome.refused)
+                self.trace.dispatch_work(work_id, rank, now, outcome.ok, outcome.refused, gen)
         return outcome
 
     def work_message(self, rank: Rank, work_id: WorkId) -> Work:
@@ -590,7 +600,9 @@ class Master:
                 gen = disp.generation if disp is not None else presented
                 outcome = self._settle(rank, result, disp, gen)
             if self.trace is not None:
-                self.trace.deliver_result(rank, work_id, reported, result.ok, now, outcome)
+                self.trace.deliver_result(
+                    rank, work_id, reported, result.ok, now, outcome, presented
+                )
         return outcome
 
     def _settle(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from leasefence.impl.master import Master
+from leasefence.impl.master import Master, default_fence
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import Injection, MpiTransport, master_dispatch, worker_execute
 from leasefence.impl.wire import Result
@@ -197,6 +197,8 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
                 ttl=config.ttl,
                 ranks=transport.worker_ranks,
                 task_of={i.work_id: i.state_task_id for i in catalogue},
+                pipeline=config.pipeline,
+                fence=config.fence or default_fence(config.pipeline),
             )
         restarting = journal.exists() and journal.stat().st_size > 0
         master = Master.open(

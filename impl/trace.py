@@ -1,13 +1,19 @@
 """The master's NDJSON trace: one line per step, named by the model's (and TLA+'s) action.
 
-Format (version 1), one JSON object per line, each written whole and flushed::
+Format (version 2), one JSON object per line, each written whole and flushed::
 
-    {"event":"Header","version":1,"ttl":S,"ranks":[1,2,3],"task_of":{"<work id>":"<task id>",...}}
-    {"event":"DispatchWork","w":W,"r":R,"now":T,"ok":B,"refused":STEP|null}
+    {"event":"Header","version":2,"ttl":S,"ranks":[1,2,3],"task_of":{"<work id>":"<task id>",...},
+     "pipeline":N,"fence":"rank"|"generation"}
+    {"event":"DispatchWork","w":W,"r":R,"now":T,"ok":B,"refused":STEP|null,"gen":G|null}
     {"event":"DeliverResult","r":R,"w":W,"reported":TASK|null,"ok":B,"now":T,"stale":B,
-     "task":TASK|null,"work_ok":B,"state_ok":B}
+     "task":TASK|null,"work_ok":B,"state_ok":B,"gen":G|null}
     {"event":"ReclaimExpired","now":T,"reclaimed":[W,...]}
     {"event":"RestartMaster","now":T,"recovered":{"journal":{...},"coordinator":{...}}}
+
+``G`` is a dispatch generation ``[epoch, counter]`` (issue 12): in ``DispatchWork`` the one the
+dispatch was given, in ``DeliverResult`` the one the result presented (null under rank fencing,
+and for a result from an old-protocol worker). Version 1 (before pipelining) lacks ``pipeline``,
+``fence`` and ``gen``; it reads as depth 1, rank fencing.
 
 ``now`` is the master's clock (Unix seconds) for that step, the same reading the journal and the
 coordinator stamped. A restarted master appends to the same file: a new ``Header`` (the
@@ -25,8 +31,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from leasefence.impl.master import ResultOutcome
+    from leasefence.impl.wire import Generation
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2
 
 
 class TraceWriter:
@@ -40,6 +47,8 @@ class TraceWriter:
         ttl: float,
         ranks: Iterable[int],
         task_of: Mapping[str, str],
+        pipeline: int = 1,
+        fence: str = "rank",
     ) -> None:
         self.path = Path(path)
         _cut_torn_tail(self.path)
@@ -51,6 +60,8 @@ class TraceWriter:
                 "ttl": ttl,
                 "ranks": sorted(ranks),
                 "task_of": dict(task_of),
+                "pipeline": pipeline,
+                "fence": fence,
             }
         )
 
@@ -58,9 +69,25 @@ class TraceWriter:
         self._fh.write(json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n")
         self._fh.flush()
 
-    def dispatch_work(self, w: str, r: int, now: float, ok: bool, refused: str | None) -> None:
+    def dispatch_work(
+        self,
+        w: str,
+        r: int,
+        now: float,
+        ok: bool,
+        refused: str | None,
+        gen: Generation | None = None,
+    ) -> None:
         self._write(
-            {"event": "DispatchWork", "w": w, "r": r, "now": now, "ok": ok, "refused": refused}
+            {
+                "event": "DispatchWork",
+                "w": w,
+                "r": r,
+                "now": now,
+                "ok": ok,
+                "refused": refused,
+                "gen": None if gen is None else list(gen),
+            }
         )
 
     def deliver_result(
@@ -71,6 +98,7 @@ class TraceWriter:
         ok: bool,
         now: float,
         outcome: ResultOutcome,
+        gen: Generation | None = None,
     ) -> None:
         self._write(
             {
@@ -84,6 +112,7 @@ class TraceWriter:
                 "task": outcome.task,
                 "work_ok": outcome.work_ok,
                 "state_ok": outcome.state_ok,
+                "gen": None if gen is None else list(gen),
             }
         )
 

@@ -25,6 +25,7 @@ granted by ``DispatchWork``, released by an accepted result, by ``ReclaimExpired
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -364,7 +365,7 @@ def check_history(
                     completions[w] += 1  # made durable by the killed master, not traced
             lost |= {w for (_, w) in running}
             work = {}
-            for w, (owner, updated, clock) in disk.get("leases", {}).items():
+            for w, (owner, updated, clock, *_generation) in disk.get("leases", {}).items():
                 if reclaimable(float(updated), clock, now, ttl):
                     h.reclaimed_leases += 1
                     lost.add(str(w))
@@ -843,6 +844,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
     owner is a rank of the dead job, and recovery reclaims it after one TTL.
     """
     from leasefence.conformance import tracecheck as tc
+    from leasefence.conformance.refinement import GenerationNames
     from leasefence.model.system import initial_state
 
     events, _ = tc.parse(lines)
@@ -851,6 +853,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
         return found
     b = tc.bounds_from_header(events[0][1])
     s = initial_state()
+    names = GenerationNames()
     last_refused: dict[tuple[str, int], str] = {}
     body = events[1:]
     for i, (lineno, ev) in enumerate(body):
@@ -860,7 +863,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
         now = tc._ms(float(ev["now"]))
         s = s._replace(wall=now, mono=now)
         if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
-            disk = tc._journal_of(ev["recovered"].get("journal", {}))
+            disk = tc._journal_of(ev["recovered"].get("journal", {}), copy.deepcopy(names))
             extra = {w for w, _ in disk.leases} - {w for w, _ in s.journal.leases}
             stray = [
                 (w, x.owner)
@@ -882,12 +885,12 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
                     )
                 )
             last_refused = {}
-            problem, s, _ = tc._resync(s, ev["recovered"], b)
+            problem, s, _, names = tc._resync(s, ev["recovered"], b, names)
             if problem is not None:
                 return [*found, f"UNEXPLAINED line {lineno}: {problem[:300]}"]
         if name == "DispatchWork" and not ev.get("ok"):
             last_refused[str(ev["w"]), int(ev["r"])] = str(ev.get("refused"))
-        problem, s = tc._apply(s, name, ev, lineno, b, body[i + 1 :])
+        problem, s = tc._apply(s, name, ev, lineno, b, body[i + 1 :], names)
         if problem is not None:
             return [*found, f"UNEXPLAINED line {lineno}: {problem[:300]}"]
     return found

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from leasefence.conformance.tracecheck import validate
 from leasefence.impl.workload import generate
 
 pytestmark = pytest.mark.mpi
@@ -44,6 +45,8 @@ def test_mpiexec_pipeline_two_with_late_and_duplicated_results(tmp_path: Path) -
         str(journal),
         "--snapshot",
         str(tmp_path / "snapshot.json"),
+        "--trace",
+        str(tmp_path / "trace.ndjson"),
     ]
     proc = subprocess.run(
         cmd, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, check=False
@@ -71,3 +74,7 @@ def test_mpiexec_pipeline_two_with_late_and_duplicated_results(tmp_path: Path) -
     assert set(done.values()) == {1}  # 0 duplicate completions, on disk
     assert wrong_owner_commits == 0
     assert len(generations) >= work  # one token per dispatch, never reused
+    # The real run's trace replays through the model at depth 2, generation by generation.
+    report = validate((tmp_path / "trace.ndjson").read_text().splitlines())
+    assert report.ok, f"line {report.line}: {report.divergence}"
+    assert report.counts["DispatchWork"] >= work

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from leasefence.cli import main
+from leasefence.conformance.tracecheck import validate
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.journal import WorkLeaseJournal, parse_line
 from leasefence.impl.master import Master, RankBusy, ResultOutcome
+from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import Injection, InProcessTransport, ManualClock, master_dispatch
 from leasefence.impl.wire import (
     FROM_MASTER,
@@ -196,37 +198,62 @@ def test_generations_increase_per_rank_and_never_repeat_across_restarts(tmp_path
     m2.close()
 
 
-def _restart_scenario(tmp_path: Path, fence: str) -> tuple[Master, ResultOutcome]:
+def _restart_scenario(tmp_path: Path, fence: str) -> tuple[Master, ResultOutcome, TraceWriter]:
     """The model's counterexample of rank fencing at depth 2, on the implementation:
-    DispatchWork(w1, 1), RestartMaster, DispatchWork(w2, 1), DeliverResult(1, w1, s1, ok)."""
+    DispatchWork(w1, 1), RestartMaster, DispatchWork(w2, 1), DeliverResult(1, w1, s1, ok).
+    The master traces every step to ``tmp_path / "trace.ndjson"``."""
     clock = ManualClock()
-    m = open_master(tmp_path, clock, pipeline=2, fence=fence)
+    trace = TraceWriter(
+        tmp_path / "trace.ndjson",
+        ttl=TTL,
+        ranks=(1, 2),
+        task_of={i.work_id: i.state_task_id for i in CATALOGUE},
+        pipeline=2,
+        fence=fence,
+    )
+    m = open_master(tmp_path, clock, pipeline=2, fence=fence, trace=trace)
     assert m.dispatch(W1, R1).ok
     late = result_of(m.work_message(R1, W1))
     m = m.restart_master()  # within the TTL: w1's work lease survives, s1's is voided
     assert m.dispatch(W2, R1).ok  # w2 shares s1, and rank 1 has a free slot
-    return m, m.handle_result(R1, late)
+    return m, m.handle_result(R1, late), trace
+
+
+def _trace_check(tmp_path: Path) -> Any:
+    return validate((tmp_path / "trace.ndjson").read_text().splitlines())
 
 
 def test_rank_fencing_at_depth_two_lets_the_forgotten_result_take_the_newer_state_lease(
     tmp_path: Path,
 ) -> None:
-    m, out = _restart_scenario(tmp_path, "rank")
+    m, out, trace = _restart_scenario(tmp_path, "rank")
+    trace.close()
     assert (out.stale, out.work_ok, out.state_ok) == (False, True, True)  # the model's L2 bug
     assert m.coordinator.active_owner(S1) is None  # w2's live dispatch lost its state lease
     assert m.dispatches(R1)[0][1].work_id == W2
     m.close()
+    # The model allows this step under rank fencing, and trace validation names what it breaks.
+    report = _trace_check(tmp_path)
+    assert not report.ok
+    assert report.divergence.startswith("DeliverResult is a step the model allows, but it breaks")
+    assert "L2_OwnerFenced" in report.divergence
+    assert report.counts == {"DispatchWork": 2, "RestartMaster": 1}
 
 
 def test_generation_fencing_at_depth_two_refuses_the_forgotten_results_state_commit(
     tmp_path: Path,
 ) -> None:
-    m, out = _restart_scenario(tmp_path, "generation")
+    m, out, trace = _restart_scenario(tmp_path, "generation")
+    trace.close()
+    report = _trace_check(tmp_path)
+    assert report.ok, report.divergence
+    assert report.counts == {"DispatchWork": 2, "RestartMaster": 1, "DeliverResult": 1}
     assert out.work_ok  # it still owns w1's own lease, token (1, epoch 1, 1)
     assert not out.state_ok  # s1 belongs to (1, epoch 2, 1)
     assert m.counters.state_rejections == 1
     assert m.coordinator.active_owner(S1) == R1
     w2 = m.work_message(R1, W2)
+    m.trace = None
     assert m.handle_result(R1, result_of(w2)).state_ok
     m.close()
 
@@ -288,14 +315,33 @@ def test_an_in_process_depth_two_run_with_reordered_late_and_duplicated_results(
     kinds = frozenset({"late", "dup", "reorder", "missing-id", "wrong-id", "malformed"})
     inject = Injection(kinds, 0.3, seed)
     clock = ManualClock()
+    trace_path = tmp_path / "trace.ndjson"
+    trace = TraceWriter(
+        trace_path,
+        ttl=TTL,
+        ranks=(1, 2, 3),
+        task_of={i.work_id: i.state_task_id for i in items},
+        pipeline=2,
+        fence="generation",
+    )
     m = Master.open(
-        tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=clock, pipeline=2
+        tmp_path / "j.jsonl",
+        tmp_path / "s.json",
+        items,
+        ttl=TTL,
+        clock=clock,
+        pipeline=2,
+        trace=trace,
     )
     transport = InProcessTransport(
         trivial_worker, (1, 2, 3), inject=inject, clock=clock, late_s=2 * TTL
     )
     master_dispatch(m, transport, poll=1.0)
     m.close()
+    trace.close()
+    report = validate(trace_path.read_text().splitlines())
+    assert report.ok, f"line {report.line}: {report.divergence}"
+    assert report.counts["DispatchWork"] >= len(items)
     c = m.counters
     assert c.duplicate_completions == 0
     assert c.completed == len(items)

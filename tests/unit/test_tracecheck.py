@@ -181,3 +181,104 @@ def test_a_duplicated_result_then_a_new_dispatch_of_the_same_work_to_the_same_ra
     )
     report = validate(lines)
     assert report.ok, report.divergence
+
+
+# -- depth 2, generation fencing (issue 12, trace format version 2) ------------------------------
+
+PIPELINED = {**HEADER, "version": 2, "pipeline": 2, "fence": "generation"}
+
+
+def _dispatch(w: str, r: int, now: float, gen: list[int] | None) -> dict[str, object]:
+    return {"event": "DispatchWork", "w": w, "r": r, "now": now, "ok": True, "refused": None} | {
+        "gen": gen
+    }
+
+
+def _pipelined(*events: dict[str, object]) -> list[str]:
+    return [json.dumps(e) for e in (PIPELINED, *events)]
+
+
+# Rank 1 holds two dispatches; w1's lease is reclaimed and w1 goes to rank 1 again with a newer
+# generation; the result of the first generation arrives late and twice, then the current one.
+DEPTH_TWO = [
+    _dispatch(W1, 1, 100.0, [1, 1]),
+    _dispatch(W3, 1, 100.0, [1, 2]),
+    _deliver(1, W3, 101.0, reported="s2", task="s2", gen=[1, 2]),
+    {"event": "ReclaimExpired", "now": 106.0, "reclaimed": [W1]},
+    _dispatch(W1, 1, 106.0, [1, 3]),
+    _deliver(1, W1, 106.5, work_ok=False, state_ok=False, gen=[1, 1]),
+    _deliver(1, W1, 106.6, work_ok=False, state_ok=False, gen=[1, 1]),
+    _deliver(1, W1, 107.0, gen=[1, 3]),
+]
+
+
+def test_a_depth_two_trace_with_a_late_duplicated_older_generation_validates() -> None:
+    report = validate(_pipelined(*DEPTH_TWO))
+    assert report.ok, report.divergence
+    assert report.counts == {"DispatchWork": 3, "DeliverResult": 4, "ReclaimExpired": 1}
+
+
+def test_a_version_one_header_replays_at_depth_one_so_a_second_dispatch_is_busy() -> None:
+    report = validate(_lines(*({k: v for k, v in e.items() if k != "gen"} for e in DEPTH_TWO)))
+    assert not report.ok
+    assert report.line == 3
+    assert "busy" in (report.divergence or "")
+
+
+def test_generations_under_a_rank_fenced_header_are_a_divergence() -> None:
+    report = validate(_lines(*DEPTH_TWO))
+    assert not report.ok
+    assert report.line == 2
+    assert "one side fences by rank alone" in (report.divergence or "")
+
+
+def test_an_older_generation_that_completes_the_newer_lease_is_a_divergence() -> None:
+    bad = list(DEPTH_TWO)
+    bad[5] = _deliver(1, W1, 106.5, gen=[1, 1])  # the implementation accepted the stale token
+    report = validate(_pipelined(*bad))
+    assert not report.ok
+    assert report.line == 7
+    assert "(stale, task, work_ok, state_ok)" in (report.divergence or "")
+
+
+def test_a_generation_given_out_twice_is_a_divergence() -> None:
+    bad = list(DEPTH_TWO)
+    bad[4] = _dispatch(W1, 1, 106.0, [1, 1])  # the first generation again
+    report = validate(_pipelined(*bad))
+    assert not report.ok
+    assert report.line == 6
+    assert "repeated" in (report.divergence or "")
+
+
+def test_a_result_presenting_a_generation_never_dispatched_is_a_divergence() -> None:
+    bad = [*DEPTH_TWO[:2], _deliver(1, W3, 101.0, reported="s2", task="s2", gen=[1, 9])]
+    report = validate(_pipelined(*bad))
+    assert not report.ok
+    assert "no such result in flight" in (report.divergence or "")
+
+
+def test_an_old_protocol_result_without_a_generation_is_settled_by_the_stored_dispatch() -> None:
+    good = [*DEPTH_TWO[:2], _deliver(1, W3, 101.0, reported=None, task="s2", gen=None)]
+    report = validate(_pipelined(*good))
+    assert report.ok, report.divergence
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("pipeline", 0, "pipeline must be a whole number >= 1"),
+        ("pipeline", True, "pipeline must be a whole number >= 1"),
+        ("fence", "epoch", "fence must be one of rank, generation"),
+    ],
+)
+def test_a_bad_pipelined_header_is_a_format_error(field: str, value: object, message: str) -> None:
+    lines = [json.dumps({**PIPELINED, field: value}), json.dumps(DEPTH_TWO[0])]
+    with pytest.raises(TraceFormatError, match=message):
+        validate(lines)
+
+
+@pytest.mark.parametrize("gen", [[1], [1, "2"], "1,2", [1, 2, 3], [True, 1]])
+def test_a_malformed_generation_is_a_format_error_naming_its_line(gen: object) -> None:
+    lines = _pipelined(_dispatch(W1, 1, 100.0, [1, 1]), _deliver(1, W1, 101.0, gen=gen))
+    with pytest.raises(TraceFormatError, match="line 3: gen must be"):
+        validate(lines)

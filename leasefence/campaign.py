@@ -21,6 +21,15 @@ each on its own journal, snapshot, trace and event log. Faults:
 trace through a lease ledger that follows F314's rules (who holds each work and state lease,
 granted by ``DispatchWork``, released by an accepted result, by ``ReclaimExpired`` or by
 ``RestartMaster``), and through the model (``conformance.tracecheck.validate``).
+
+Pipelined dispatch (issue 12): ``pipeline=N`` passes ``--pipeline N`` to every job, so a worker
+rank holds up to N dispatches and, beyond 1, leases are fenced by ``(rank, generation)``. The
+builds compared there are ``f314`` (generation fence, the run's default) and ``rank-fence``
+(the same code with ``--fence rank``, unsafe by the model: ``leasefence model check --pipeline 2
+--fence rank``); ``pre-fix`` runs at depth N only when asked. The ledger then holds whole owner
+tokens and counts results across generations. The model's counterexample needs a result that
+crosses a master restart; in a campaign a restart is a new MPI job whose old workers died with
+the master, so ``rank-fence`` is a measurement, not a gate.
 """
 
 from __future__ import annotations
@@ -45,7 +54,13 @@ from typing import Any
 from leasefence.impl.rules import reclaimable
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The builds compared at depth 1 (``--pipeline 1``, the default).
 BUILDS = ("f314", "pre-fix")
+#: The builds compared beyond depth 1: the F314 code fenced by generation (its default there)
+#: and the same code fenced by the rank alone (``--fence rank``), which the model says is unsafe.
+PIPELINE_BUILDS = ("f314", "rank-fence")
+#: Every build ``run_build`` knows.
+ALL_BUILDS = ("f314", "pre-fix", "rank-fence")
 #: Faults fired on the schedule, at a fraction of the work completed.
 SCHEDULED = ("kill", "reboot", "pause", "clock-forward", "clock-back")
 #: Faults injected throughout every job of a run.
@@ -82,12 +97,30 @@ class CampaignConfig:
     worker: str = "z3"
     builds: tuple[str, ...] = BUILDS
     timeout: float = 150.0  # per build
+    pipeline: int = 1  # dispatches a worker rank holds at once (``leasefence run --pipeline``)
 
     @property
     def work_items(self) -> int:
         """Work items per build: given, or about 12 per second of ``duration`` (z3 queries of a
         few milliseconds each; the faults' own costs, restarts and pauses, come on top)."""
         return self.work if self.work is not None else max(30, round(12 * self.duration))
+
+
+def default_builds(pipeline: int) -> tuple[str, ...]:
+    """The builds a campaign compares by default: F314 beside the pre-fix build at depth 1;
+    beyond, F314 fenced by generation beside F314 fenced by the rank alone (the pre-fix
+    build's four defects do not depend on the depth; it runs at depth N only when asked)."""
+    return BUILDS if pipeline == 1 else PIPELINE_BUILDS
+
+
+def build_args(build: str, pipeline: int) -> list[str]:
+    """The ``leasefence run`` flags that make ``build`` at ``pipeline`` depth: none at depth 1
+    (today's command lines), ``--pipeline N`` beyond (the fence is then the generation, the
+    run's default), and ``--fence rank`` for the ``rank-fence`` build."""
+    if build not in ALL_BUILDS:
+        raise ValueError(f"unknown build {build!r}; known: {', '.join(ALL_BUILDS)}")
+    args = ["--pipeline", str(pipeline)] if pipeline != 1 else []
+    return args + (["--fence", "rank"] if build == "rank-fence" else [])
 
 
 def schedule(seed: int, faults: int, ranks: int, ttl: float) -> tuple[Fault, ...]:
@@ -160,6 +193,17 @@ class History:
     duplicated_results: int = 0
     reordered_results: int = 0
     wrong_id_reports: int = 0
+    # beyond depth 1 (issue 12); the cross-generation counts need results that present one
+    pipeline: int = 1
+    fence: str = "rank"
+    deepest: int = 0  # the most dispatches one rank held at once
+    cross_generation_results: int = 0
+    cross_generation_refused: int = 0
+    cross_generation_accepted: int = 0
+    superseded_results: int = 0
+    superseded_same_rank: int = 0
+    same_rank_redispatches: int = 0
+    ambiguous_commits: int = 0
     examples: list[str] = field(default_factory=list)
 
     def note(self, text: str) -> None:
@@ -191,6 +235,16 @@ class History:
         )
 
     @property
+    def trace_breaks(self) -> str | None:
+        """The invariants the trace breaks at a step the model allows (``tracecheck`` checks
+        L1-L7 on every replayed state), or None."""
+        text = self.trace_divergence or ""
+        marker = "but it breaks "
+        if marker not in text:
+            return None
+        return text.split(marker, 1)[1].split(";", 1)[0]
+
+    @property
     def trace_ok(self) -> bool:
         """Every job's trace is a behaviour of the model, and each restart is one too, or
         differs only by a rejected dispatch killed before its undo (``interrupted_rejections``)."""
@@ -204,12 +258,47 @@ class History:
         return self.violations == 0 and self.exactly_once and self.trace_ok
 
 
+#: A dispatch generation ``(epoch, counter)`` as the trace writes it (issue 12).
+Gen = tuple[int, int]
+
+
+#: A dispatch as the checker names it: (rank, work, generation). Under rank fencing the
+#: generation is None and a result stands for the latest dispatch of its (rank, work).
+_Dispatch = tuple[int, str, Gen | None]
+
+
+def _gen(value: object) -> Gen | None:
+    """A trace's ``gen`` (or a recovered lease's generation) as a tuple; None when absent."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return None
+    return (int(value[0]), int(value[1]))
+
+
 @dataclass
 class _Lease:
-    owner: int  # the rightful owner: the first grant while no live lease existed
+    owner: int  # the rightful owner's rank: the first grant while no live lease existed
     since: float  # the step's clock reading at the grant (the stamp F314 persists)
     clock: str | None = "unix"
     intruders: set[int] = field(default_factory=set)  # ranks granted it while it was live
+    gen: Gen | None = None  # the owner's dispatch generation (None: fenced by the rank alone)
+    work: str | None = None  # the work item of the dispatch that took it
+
+    def owned_by(self, rank: int, gen: Gen | None, work: str, pipeline: int) -> bool:
+        """Whether a commit by the dispatch ``(rank, gen)`` of ``work`` is the owner's. The
+        owner token is the whole ``(rank, generation)``. At depth 1 a rank holds one dispatch,
+        so under rank fencing the rank names it (F314); beyond, a rank-fenced trace names no
+        generation, and the dispatch is told by its work item instead: a result of ``work``
+        is not the dispatch of another work item that took this (state) lease."""
+        if self.owner != rank or self.gen != gen:
+            return False
+        return pipeline == 1 or gen is not None or self.work in (None, work)
+
+    def token(self, pipeline: int) -> str:
+        """The owner as example notes name it (at depth 1 the rank, as F314's ledger did)."""
+        if pipeline == 1 and self.gen is None:
+            return str(self.owner)
+        text = f"rank {self.owner}" + (f" gen {list(self.gen)}" if self.gen else "")
+        return text + (f" for work {self.work[:12]}" if self.work and not self.gen else "")
 
 
 def check_history(
@@ -221,11 +310,22 @@ def check_history(
     """Replay trace ``events`` (``impl.trace`` format, every job's lines in order) through a lease
     ledger kept by F314's rules, and count what went wrong.
 
+    Every lease is held by an owner token ``(rank, generation)``: the generation is the one the
+    ``DispatchWork`` was given (issue 12; none under rank fencing, where the rank alone is the
+    token), and a result's token is its rank with the generation it presented (or, presenting
+    none, the generation of the rank's dispatch of that work, as the master settles an
+    old-protocol result). At depth 1 (the Header's ``pipeline``, 1 in a version-1 trace) with
+    rank fencing this is F314's ledger exactly.
+
     - A *double grant* is a successful ``DispatchWork`` of a work item (or a state task) whose
       lease, by the history, is still held by another dispatch: never released by an accepted
       result, reclaimed, or voided by a restart (L1). The first holder stays the owner.
     - A *wrong-owner commit* is an accepted completion or abandon (``work_ok`` or ``state_ok``)
-      from a rank that is not that owner: it holds no lease, or got it by a double grant (L2).
+      by a token that is not that owner's: it holds no lease, got it by a double grant, or is
+      another generation (L2). Beyond depth 1 under rank fencing, where the trace names no
+      generation, a result of one work item committing the state lease taken by the same
+      rank's dispatch of another (the model's ``--pipeline 2 --fence rank`` counterexample) is
+      one too.
     - A *premature reclaim* is a work item in ``ReclaimExpired`` whose lease is not reclaimable
       by F314's rule at that step's clock (``impl.rules.reclaimable``; F314 defect 3's
       monotonic stamps do this). A state task is released with its work only when the rule
@@ -239,22 +339,34 @@ def check_history(
     Measured besides: duplicate dispatches (a successful dispatch of a work item another rank
     is still running, i.e. has not answered in this job), dispatches concurrent on one state
     task, refused candidates, rejections, reclaims, recovered items (completed after losing a
-    lease), late (after a reclaim), duplicated, reordered and wrong-ID results.
+    lease), late (after a reclaim), duplicated, reordered and wrong-ID results; and, where
+    results present generations, *cross-generation* results (their generation no longer holds
+    its work's lease: duplicated, late or reordered past a reclaim or a newer dispatch), refused
+    or accepted (an accepted one is a wrong-owner commit too), and *superseded* ones among them
+    (their work re-dispatched under a newer generation, to the same rank or another);
+    re-dispatches of a work item to a rank still running it; and accepted results the rank
+    alone cannot attribute (two unanswered dispatches of that work on that rank, no
+    generation presented).
     """
     h = History()
     catalogue = set(works)
     task_of: dict[str, str] = {}
     ttl = 0.0
+    pipeline = 1
     work: dict[str, _Lease] = {}
     state: dict[str, _Lease] = {}
-    active: dict[int, str] = {}  # rank -> work, as the master holds it
-    running: dict[tuple[int, str], int] = {}  # (rank, work) -> dispatch order, until answered
+    # rank -> its dispatches (work, generation), oldest first, as the master holds them
+    active: dict[int, list[tuple[str, Gen | None]]] = {}
+    running: dict[_Dispatch, int] = {}  # dispatch -> dispatch order, until answered
     answered: dict[int, int] = {}  # rank -> dispatch order of its latest answer
-    last_order: dict[tuple[int, str], int] = {}  # (rank, work) -> order of its latest dispatch
-    answers: Counter[tuple[int, str, int]] = Counter()
+    last_order: dict[_Dispatch, int] = {}  # dispatch -> its dispatch order
+    last_gen: dict[tuple[int, str], Gen | None] = {}  # (rank, work) -> its latest generation
+    latest: dict[str, tuple[int, int]] = {}  # work -> (rank, order) of its latest dispatch
+    unanswered: Counter[tuple[int, str]] = Counter()  # (rank, work) -> dispatches not answered
+    answers: Counter[tuple[int, str, Gen | None, int]] = Counter()
     completions: Counter[str] = Counter()
     lost: set[str] = set()
-    reclaimed_while_running: set[tuple[int, str]] = set()
+    reclaimed_while_running: set[_Dispatch] = set()
     order = 0
     last_now: float | None = None
     for ev in events:
@@ -262,6 +374,8 @@ def check_history(
         if name == "Header":
             task_of.update({str(w): str(t) for w, t in ev.get("task_of", {}).items()})
             ttl = float(ev.get("ttl", ttl))
+            pipeline = int(ev.get("pipeline", pipeline))
+            h.pipeline, h.fence = pipeline, str(ev.get("fence", h.fence))
             continue
         now = float(ev.get("now", 0.0))
         if last_now is not None and now < last_now:
@@ -270,21 +384,24 @@ def check_history(
         if name == "DispatchWork":
             w, r = str(ev["w"]), int(ev["r"])
             t = task_of.get(w, "")
-            others = [x for (x, y) in running if y == w and x != r]
-            same_task = [x for (x, y) in running if y != w and task_of.get(y) == t]
+            others = [x for (x, y, _) in running if y == w and x != r]
+            same_task = [x for (x, y, _) in running if y != w and task_of.get(y) == t]
             if not ev.get("ok"):
                 if others or same_task:
                     h.refused_candidates += 1
                 continue
+            g = _gen(ev.get("gen"))
             order += 1
             if others:
                 h.duplicate_dispatches += 1
             if same_task:
                 h.concurrent_state_dispatches += 1
+            if any(x == r and y == w for (x, y, _) in running):
+                h.same_rank_redispatches += 1
             for ledger, key, what in ((work, w, "work"), (state, t, "state task")):
                 held = ledger.get(key)
                 if held is None:
-                    ledger[key] = _Lease(r, now)
+                    ledger[key] = _Lease(r, now, gen=g, work=w)
                     continue
                 held.intruders.add(r)
                 if what == "work":
@@ -292,25 +409,69 @@ def check_history(
                 else:
                     h.double_grants_state += 1
                 h.note(f"{what} {key[:12]} granted to rank {r} while rank {held.owner} held it")
-            active[r] = w
-            running[r, w] = last_order[r, w] = order
+            mine = active.setdefault(r, [])
+            mine.append((w, g))
+            del mine[:-pipeline]  # a rank holds at most `pipeline` (at depth 1: the last one)
+            h.deepest = max(h.deepest, len(mine))
+            running[r, w, g] = last_order[r, w, g] = order
+            last_gen[r, w] = g
+            latest[w] = (r, order)
+            unanswered[r, w] += 1
         elif name == "DeliverResult":
             r, w = int(ev["r"]), str(ev["w"])
-            tag = last_order.get((r, w))
+            presented = _gen(ev.get("gen"))
+            mine = active.get(r, [])
+            if presented is not None:
+                found = next((d for d in mine if d[1] == presented), None)
+                g = presented
+            else:
+                found = next((d for d in mine if d[0] == w), None)
+                g = found[1] if found is not None else last_gen.get((r, w))
+            disp = (r, w, g)
+            accepted = not ev.get("stale") and bool(ev.get("work_ok"))
+            tag = last_order.get(disp)
+            holder = work.get(w)
+            if presented is not None and (
+                holder is None or not holder.owned_by(r, presented, w, pipeline)
+            ):
+                # its generation no longer holds the work lease: a duplicate of an answered
+                # result, or late or reordered past a reclaim or a newer dispatch
+                h.cross_generation_results += 1
+                if accepted:
+                    h.cross_generation_accepted += 1
+                    h.note(
+                        f"work {w[:12]}: result of rank {r} gen {list(presented)} accepted, "
+                        f"owner {holder and holder.token(pipeline)}"
+                    )
+                else:
+                    h.cross_generation_refused += 1
+                newest = latest.get(w)
+                if tag is not None and newest is not None and newest[1] > tag:
+                    h.superseded_results += 1
+                    h.superseded_same_rank += newest[0] == r
+            if presented is None and accepted and unanswered[r, w] > 1:
+                h.ambiguous_commits += 1
+            if unanswered[r, w] > 0:
+                unanswered[r, w] -= 1
             if tag is not None:
-                answers[r, w, tag] += 1
-                if answers[r, w, tag] > 1:
+                answers[(*disp, tag)] += 1
+                if answers[(*disp, tag)] > 1:
                     h.duplicated_results += 1
                 if answered.get(r, 0) > tag:
                     h.reordered_results += 1
                 answered[r] = max(answered.get(r, 0), tag)
-            if running.pop((r, w), None) is not None and (r, w) in reclaimed_while_running:
+            if running.pop(disp, None) is not None and disp in reclaimed_while_running:
                 h.late_results += 1
-            reclaimed_while_running.discard((r, w))
+            reclaimed_while_running.discard(disp)
             if ev.get("stale"):
                 h.stale_results += 1
                 continue
-            stored = active.pop(r, None) if active.get(r) == w else None
+            stored = None
+            if found is not None and found[0] == w:
+                mine.remove(found)
+                stored = w
+                if not mine:
+                    del active[r]
             reported = ev.get("reported")
             if reported is not None and reported != task_of.get(w):
                 h.wrong_id_reports += 1
@@ -325,18 +486,20 @@ def check_history(
                 completions[w] += 1
                 if completions[w] > 1:
                     h.note(f"work {w[:12]} completed again by rank {r}")
+            who = f"rank {r}" + (f" gen {list(g)}" if g else "")
             held = work.pop(w, None)
-            if held is None or held.owner != r:
+            if held is None or not held.owned_by(r, g, w, pipeline):
                 h.wrong_owner_commits += 1
-                h.note(f"work {w[:12]} committed by rank {r}, owner {held and held.owner}")
+                h.note(f"work {w[:12]} committed by {who}, owner {held and held.token(pipeline)}")
             if task is not None:
                 if ev.get("state_ok"):
                     held_s = state.pop(str(task), None)
-                    if held_s is None or held_s.owner != r:
+                    if held_s is None or not held_s.owned_by(r, g, w, pipeline):
                         h.wrong_owner_commits += 1
                         h.note(
-                            f"state task {str(task)[:12]} committed by rank {r}, "
-                            f"owner {held_s and held_s.owner}"
+                            f"state task {str(task)[:12]} committed by {who}"
+                            + (f" for work {w[:12]}" if pipeline > 1 and g is None else "")
+                            + f", owner {held_s and held_s.token(pipeline)}"
                         )
                 else:
                     h.wrong_owner_rejections += 1
@@ -352,8 +515,10 @@ def check_history(
                 held_s = state.get(t)
                 if held_s is not None and reclaimable(held_s.since, "unix", now, ttl):
                     del state[t]
-                for r in [r for r, x in active.items() if x == w]:
-                    del active[r]
+                for r in list(active):
+                    active[r] = [d for d in active[r] if d[0] != w]
+                    if not active[r]:
+                        del active[r]
                 for busy in running:
                     if busy[1] == w:
                         reclaimed_while_running.add(busy)
@@ -363,15 +528,17 @@ def check_history(
             for w in map(str, disk.get("completed", [])):
                 if completions[w] == 0:
                     completions[w] += 1  # made durable by the killed master, not traced
-            lost |= {w for (_, w) in running}
+            lost |= {w for (_, w, _) in running}
             work = {}
-            for w, (owner, updated, clock, *_generation) in disk.get("leases", {}).items():
+            for w, (owner, updated, clock, *generation) in disk.get("leases", {}).items():
                 if reclaimable(float(updated), clock, now, ttl):
                     h.reclaimed_leases += 1
                     lost.add(str(w))
                 else:
-                    work[str(w)] = _Lease(int(owner), float(updated), clock)
+                    g = _gen(generation[0]) if generation else None
+                    work[str(w)] = _Lease(int(owner), float(updated), clock, gen=g, work=str(w))
             state, active, running, answered, last_order = {}, {}, {}, {}, {}
+            last_gen, latest, unanswered = {}, {}, Counter()
             reclaimed_while_running = set()
     h.duplicate_completions = sum(n - 1 for n in completions.values() if n > 1)
     h.missing_items = sum(1 for w in catalogue if completions[w] == 0)
@@ -515,10 +682,11 @@ def tear(path: Path, share: float) -> int:
 
 @contextmanager
 def build_tree(build: str) -> Iterator[dict[str, str]]:
-    """The environment that runs ``build``: the F314 sources as installed, or a temporary copy
-    with F314's four defects applied (``leasefence.mutants.F314_MUTANTS``) first on PYTHONPATH."""
+    """The environment that runs ``build``: the F314 sources as installed (``f314`` and
+    ``rank-fence``, which differ only in their flags), or for ``pre-fix`` a temporary copy with
+    F314's four defects applied (``leasefence.mutants.F314_MUTANTS``) first on PYTHONPATH."""
     env = dict(os.environ)
-    if build == "f314":
+    if build != "pre-fix":
         yield env
         return
     from leasefence.mutants import F314_MUTANTS, apply, copy_tree
@@ -618,6 +786,7 @@ def run_build(
         str(config.duplicate_candidates),
         "--compact-every",
         str(config.compact_every),
+        *build_args(build, config.pipeline),
     ]
     todo = list(faults)
     counts: Counter[str] = Counter()
@@ -915,12 +1084,20 @@ class CampaignResult:
         return coverage_auc(self.runs[build].coverage, self.window, self.targets)
 
     def f314_ok(self) -> bool:
-        """F314's invariants held, every item completed once, and every fault was injected."""
+        """F314's invariants held, every item completed once, and every fault was injected;
+        beyond depth 1 also results across generations (duplicated, late or reordered past
+        their generation's lease) arrived, each refused."""
         run = self.runs.get("f314")
+        crossed = self.config.pipeline == 1 or (
+            run is not None
+            and run.history.cross_generation_results > 0
+            and run.history.cross_generation_accepted == 0
+        )
         return (
             run is not None
             and run.finished
             and run.history.ok
+            and crossed
             and all(run.fault_counts.get(k, 0) > 0 for k in self.expected_faults())
         )
 
@@ -934,6 +1111,12 @@ class CampaignResult:
     def prefix_damaged(self) -> bool:
         run = self.runs.get("pre-fix")
         return run is not None and run.history.damage
+
+    def rank_fence_damaged(self) -> bool:
+        """The rank-fenced build shows duplicates or wrong-owner commits, or its trace breaks
+        an invariant (tracecheck: a step the model allows that breaks L2, say)."""
+        run = self.runs.get("rank-fence")
+        return run is not None and (run.history.damage or run.history.trace_breaks is not None)
 
 
 def coverage_auc(curve: Sequence[tuple[float, int]], window: float, targets: int) -> float:
@@ -960,6 +1143,7 @@ def run_campaign(
         progress(
             f"[campaign] {build}: {config.work_items} items, {config.ranks} ranks, ttl "
             f"{config.ttl:g} s, {len(faults)} scheduled faults, seed {config.seed}"
+            + (f", pipeline {config.pipeline}" if config.pipeline != 1 else "")
         )
         runs[build] = run_build(build, config, faults, workdir / build, progress)
         r = runs[build]
@@ -1007,6 +1191,7 @@ def table_rows(res: CampaignResult) -> list[tuple[str, list[str]]]:
         ("refused concurrent candidates", cells(lambda r: r.history.refused_candidates)),
         ("wrong-owner rejections", cells(lambda r: r.history.wrong_owner_rejections)),
         ("stale results refused", cells(lambda r: r.history.stale_results)),
+        *(_pipeline_rows(res, cells) if res.config.pipeline != 1 else []),
         ("reclaimed leases", cells(lambda r: r.history.reclaimed_leases)),
         ("recovered work items", cells(lambda r: r.history.recovered_items)),
         (
@@ -1027,10 +1212,46 @@ def table_rows(res: CampaignResult) -> list[tuple[str, list[str]]]:
     return rows
 
 
+def _pipeline_rows(
+    res: CampaignResult, cells: Callable[[Callable[[BuildRun], object]], list[str]]
+) -> list[tuple[str, list[str]]]:
+    """The rows beyond depth 1: results across generations (only a trace whose results present
+    generations can tell them apart; a rank-fenced one shows "-"), re-dispatches to a rank
+    still running that work, and accepted results the rank alone cannot attribute."""
+
+    def gen(fn: Callable[[History], object]) -> Callable[[BuildRun], object]:
+        return lambda r: fn(r.history) if r.history.fence == "generation" else "-"
+
+    return [
+        (
+            "pipeline depth (deepest reached) / fence",
+            cells(lambda r: f"{r.history.pipeline} ({r.history.deepest}) / {r.history.fence}"),
+        ),
+        (
+            "cross-generation results refused / accepted",
+            cells(gen(lambda h: f"{h.cross_generation_refused} / {h.cross_generation_accepted}")),
+        ),
+        (
+            "of them superseded by a newer dispatch (same rank)",
+            cells(gen(lambda h: f"{h.superseded_results} ({h.superseded_same_rank})")),
+        ),
+        (
+            "re-dispatches to a rank still running that work",
+            cells(lambda r: r.history.same_rank_redispatches),
+        ),
+        (
+            "accepted results the rank alone cannot attribute",
+            cells(lambda r: r.history.ambiguous_commits),
+        ),
+    ]
+
+
 def _trace_cell(r: BuildRun) -> str:
     h = r.history
     if h.trace_valid:
         return "yes"
+    if h.trace_breaks is not None:
+        return f"NO (breaks {h.trace_breaks})"
     if h.trace_ok:
         n = len(h.interrupted_rejections)
         return f"per job; {n} restart(s) after a kill mid-rejection"
@@ -1056,6 +1277,7 @@ def to_json(res: CampaignResult) -> dict[str, Any]:
         "coverage_targets": res.targets,
         "f314_ok": res.f314_ok(),
         "prefix_damaged": res.prefix_damaged(),
+        **({"rank_fence_damaged": res.rank_fence_damaged()} if "rank-fence" in res.runs else {}),
         "table": {name: dict(zip(res.runs, vals, strict=True)) for name, vals in table_rows(res)},
         "builds": {
             b: {
@@ -1088,7 +1310,7 @@ def plot(res: CampaignResult, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = {"f314": "tab:blue", "pre-fix": "tab:red"}
+    colours = {"f314": "tab:blue", "pre-fix": "tab:red", "rank-fence": "tab:orange"}
     marks = {
         "kill": "x",
         "reboot": "X",
@@ -1117,7 +1339,8 @@ def plot(res: CampaignResult, path: Path) -> None:
     ax.set_ylabel("distinct targets reached")
     ax.set_title(
         f"leasefence campaign, seed {res.config.seed}: coverage over time "
-        f"({res.config.work_items} z3 items, {res.config.ranks} ranks, ttl {res.config.ttl:g} s)"
+        f"({res.config.work_items} z3 items, {res.config.ranks} ranks, ttl {res.config.ttl:g} s"
+        + (f", pipeline {res.config.pipeline})" if res.config.pipeline != 1 else ")")
     )
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)

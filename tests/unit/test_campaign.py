@@ -8,9 +8,13 @@ from typing import Any
 import pytest
 
 from leasefence.campaign import (
+    BUILDS,
+    PIPELINE_BUILDS,
     SCHEDULED,
+    build_args,
     check_history,
     coverage_auc,
+    default_builds,
     percentile,
     schedule,
 )
@@ -26,10 +30,21 @@ HEADER = {
 }
 
 
+#: The Header of a depth-2 run (trace format v2) fenced by generation, and by the rank alone.
+DEPTH2 = HEADER | {"version": 2, "pipeline": 2, "fence": "generation"}
+DEPTH2_RANK = HEADER | {"version": 2, "pipeline": 2, "fence": "rank"}
+
+
 def dispatch(
-    w: str, r: int, now: float, ok: bool = True, refused: str | None = None
+    w: str,
+    r: int,
+    now: float,
+    ok: bool = True,
+    refused: str | None = None,
+    gen: list[int] | None = None,
 ) -> dict[str, Any]:
-    return {"event": "DispatchWork", "w": w, "r": r, "now": now, "ok": ok, "refused": refused}
+    event = {"event": "DispatchWork", "w": w, "r": r, "now": now, "ok": ok, "refused": refused}
+    return event | ({"gen": gen} if gen is not None else {})
 
 
 def deliver(
@@ -43,8 +58,9 @@ def deliver(
     stale: bool = False,
     ok: bool = True,
     reported: str | None = None,
+    gen: list[int] | None = None,
 ) -> dict[str, Any]:
-    return {
+    event = {
         "event": "DeliverResult",
         "r": r,
         "w": w,
@@ -56,6 +72,11 @@ def deliver(
         "work_ok": work_ok,
         "state_ok": state_ok,
     }
+    return event | ({"gen": gen} if gen is not None else {})
+
+
+def reclaim(now: float, *works: str) -> dict[str, Any]:
+    return {"event": "ReclaimExpired", "now": now, "reclaimed": list(works)}
 
 
 def test_the_schedule_is_a_pure_function_of_its_arguments() -> None:
@@ -242,6 +263,159 @@ def test_a_lease_recovered_at_restart_still_fences_until_it_expires() -> None:
     }
     events = [HEADER, dispatch(W1, 1, 10.0), HEADER, restart, dispatch(W1, 2, 10.6)]
     assert check_history(events, [W1]).double_grants_work == 1
+
+
+# -- depth 2 (issue 12): owner tokens (rank, generation) ----------------------------------------
+
+
+def test_an_older_generations_result_refused_after_a_redispatch_is_no_violation() -> None:
+    # w1 goes to rank 1 as [1, 1], is reclaimed, and goes to rank 1 again as [1, 2]; the
+    # late result of [1, 1] arrives first and is refused, then [1, 2]'s completes w1.
+    events = [
+        DEPTH2,
+        dispatch(W1, 1, 10.0, gen=[1, 1]),
+        reclaim(11.0, W1),
+        dispatch(W1, 1, 11.0, gen=[1, 2]),
+        deliver(1, W1, 11.2, task=S1, work_ok=False, state_ok=False, gen=[1, 1]),
+        deliver(1, W1, 11.3, task=S1, gen=[1, 2]),
+    ]
+    h = check_history(events, [W1], journal_done={W1: 1})
+    assert h.violations == 0
+    assert h.exactly_once
+    assert (h.pipeline, h.fence) == (2, "generation")
+    assert h.cross_generation_results == h.cross_generation_refused == 1
+    assert h.cross_generation_accepted == 0
+    assert h.superseded_results == h.superseded_same_rank == 1
+    assert h.same_rank_redispatches == 1
+    assert h.late_results == 1
+    assert h.reordered_results == 0  # [1, 1] was dispatched first and answered first
+
+
+def test_a_commit_by_an_older_generation_of_the_same_rank_is_a_wrong_owner_commit() -> None:
+    # The same history, but the implementation accepts [1, 1]'s result for [1, 2]'s leases:
+    # what rank fencing does, and the rank alone cannot see.
+    events = [
+        DEPTH2,
+        dispatch(W1, 1, 10.0, gen=[1, 1]),
+        reclaim(11.0, W1),
+        dispatch(W1, 1, 11.0, gen=[1, 2]),
+        deliver(1, W1, 11.2, task=S1, gen=[1, 1]),
+        deliver(1, W1, 11.3, task=S1, work_ok=False, state_ok=False, gen=[1, 2]),
+    ]
+    h = check_history(events, [W1])
+    assert h.wrong_owner_commits == 2  # the work lease and the state lease of [1, 2]
+    assert h.cross_generation_accepted == 1
+    assert h.cross_generation_refused == 1  # [1, 2]'s own result then finds its lease gone
+    assert h.exactly_once  # one completion, by the wrong generation
+    assert any("gen [1, 1]" in x and "owner rank 1 gen [1, 2]" in x for x in h.examples)
+
+
+def test_a_duplicated_result_of_a_completed_generation_is_refused_and_counted() -> None:
+    events = [
+        DEPTH2,
+        dispatch(W1, 1, 10.0, gen=[1, 1]),
+        dispatch(W3, 1, 10.0, gen=[1, 2]),
+        deliver(1, W1, 10.1, task=S1, gen=[1, 1]),
+        deliver(1, W3, 10.2, task=S2, gen=[1, 2]),
+        deliver(1, W1, 10.3, task=None, work_ok=False, state_ok=False, gen=[1, 1]),
+    ]
+    h = check_history(events, [W1, W3], journal_done={W1: 1, W3: 1})
+    assert h.violations == 0
+    assert h.duplicated_results == 1
+    assert h.reordered_results == 1  # [1, 1] answered again after [1, 2]
+    assert h.cross_generation_results == h.cross_generation_refused == 1
+    assert h.superseded_results == 0  # w1 was never dispatched again
+
+
+def test_a_result_of_an_older_generation_superseded_on_another_rank_is_not_same_rank() -> None:
+    events = [
+        DEPTH2,
+        dispatch(W1, 1, 10.0, gen=[1, 1]),
+        reclaim(11.0, W1),
+        dispatch(W1, 2, 11.0, gen=[1, 1]),  # rank 2's own counter: the token is (2, [1, 1])
+        deliver(1, W1, 11.1, task=S1, work_ok=False, state_ok=False, gen=[1, 1]),
+        deliver(2, W1, 11.2, task=S1, gen=[1, 1]),
+    ]
+    h = check_history(events, [W1])
+    assert h.violations == 0
+    assert (h.superseded_results, h.superseded_same_rank) == (1, 0)
+    assert h.cross_generation_refused == 1
+
+
+def test_a_forgotten_dispatchs_result_whose_lease_survived_a_restart_is_its_owner() -> None:
+    # An in-process restart forgets w1's dispatch but not its journal lease, token (1, [1, 1]);
+    # its result completes w1 rightly, and s1 (now w2's, epoch 2) refuses it.
+    restart = {
+        "event": "RestartMaster",
+        "now": 10.5,
+        "recovered": {
+            "journal": {
+                "leases": {W1: [1, 10.0, "unix", [1, 1]]},
+                "completed": [],
+                "attempts": {W1: 1},
+            }
+        },
+    }
+    events = [
+        DEPTH2,
+        dispatch(W1, 1, 10.0, gen=[1, 1]),
+        restart,
+        dispatch(W2, 1, 10.5, gen=[2, 1]),
+        deliver(1, W1, 10.6, task=S1, state_ok=False, gen=[1, 1]),
+    ]
+    h = check_history(events, [W1, W2])
+    assert h.wrong_owner_commits == 0
+    assert h.cross_generation_results == 0
+    assert h.wrong_owner_rejections == 1  # the state lease refused it
+
+
+def test_rank_fencing_at_depth_two_counts_the_models_counterexample_as_wrong_owner() -> None:
+    # `leasefence model check --pipeline 2 --fence rank`: w1 to rank 1, restart, w2 (which
+    # shares s1) to rank 1, then w1's forgotten result completes s1 under w2's dispatch.
+    restart = {
+        "event": "RestartMaster",
+        "now": 10.5,
+        "recovered": {
+            "journal": {"leases": {W1: [1, 10.0, "unix", None]}, "completed": [], "attempts": {}}
+        },
+    }
+    tail = [
+        dispatch(W1, 1, 10.0),
+        restart,
+        dispatch(W2, 1, 10.5),
+        deliver(1, W1, 10.6, task=S1),
+    ]
+    h = check_history([DEPTH2_RANK, *tail], [W1, W2])
+    assert h.wrong_owner_commits == 1  # s1, taken by rank 1's dispatch of w2
+    assert any(f"for work {W1[:12]}" in x and f"for work {W2[:12]}" in x for x in h.examples)
+    # At depth 1 a rank holds one dispatch, and F314's ledger names it by the rank alone.
+    assert check_history([HEADER, *tail], [W1, W2]).wrong_owner_commits == 0
+
+
+def test_rank_fencing_cannot_attribute_a_result_after_a_same_rank_redispatch() -> None:
+    events = [
+        DEPTH2_RANK,
+        dispatch(W1, 1, 10.0),
+        reclaim(11.0, W1),
+        dispatch(W1, 1, 11.0),
+        deliver(1, W1, 11.2, task=S1),  # the late one of the first, or the second's?
+        deliver(1, W1, 11.3, task=S1, work_ok=False, state_ok=False),
+    ]
+    h = check_history(events, [W1])
+    assert h.violations == 0
+    assert h.same_rank_redispatches == 1
+    assert h.ambiguous_commits == 1
+    assert h.cross_generation_results == 0  # no generations to tell them apart
+
+
+def test_depth_one_command_lines_are_unchanged_and_depth_two_adds_pipeline_and_fence() -> None:
+    assert default_builds(1) == BUILDS == ("f314", "pre-fix")
+    assert default_builds(2) == PIPELINE_BUILDS == ("f314", "rank-fence")
+    assert build_args("f314", 1) == build_args("pre-fix", 1) == []
+    assert build_args("f314", 2) == ["--pipeline", "2"]
+    assert build_args("rank-fence", 2) == ["--pipeline", "2", "--fence", "rank"]
+    with pytest.raises(ValueError, match="unknown build"):
+        build_args("post-fix", 2)
 
 
 def test_coverage_auc_is_the_normalised_area_under_the_step_curve() -> None:

@@ -355,6 +355,46 @@ CATALOGUE: tuple[Mutant, ...] = (
         ),
         "durability: a call is acknowledged before its record is fsynced",
     ),
+    # Issue 12: pipelined dispatch is safe only with the whole owner token (rank, generation).
+    Mutant(
+        "journal-fence-ignores-generation",
+        J,
+        (
+            (
+                "return held.worker == worker and held.generation == generation",
+                "return held.worker == worker",
+            ),
+        ),
+        "L2 at depth 2: a result of an older generation completes the rank's newer work lease",
+    ),
+    Mutant(
+        "state-fence-ignores-generation",
+        C,
+        (
+            (
+                "if lease is None or (lease.owner, lease.generation) != (worker, generation):",
+                "if lease is None or lease.owner != worker:",
+            ),
+        ),
+        "L2 at depth 2: a forgotten dispatch's result commits the state task of a newer one",
+    ),
+    Mutant(
+        "result-found-by-work-id",
+        M,
+        (("        if presented is not None:", "        if False:"),),
+        "L2 at depth 2: a late result is matched to the rank's newer dispatch of the same work",
+    ),
+    Mutant(
+        "generation-without-epoch",
+        M,
+        (
+            (
+                "return (self._epoch(), self._generations[rank])",
+                "return (1, self._generations[rank])",
+            ),
+        ),
+        "L2 at depth 2: after a restart a token repeats, so a result from before it matches",
+    ),
 )
 
 #: The F314 defects, which ``make test`` gates on (tests/quality).
@@ -369,6 +409,7 @@ GATE_LAYERS: tuple[GateLayer, ...] = (
             "tests/unit/test_journal.py",
             "tests/unit/test_coordinator.py",
             "tests/unit/test_master.py",
+            "tests/unit/test_pipeline.py",
             "tests/unit/test_scenarios.py",
         ),
     ),

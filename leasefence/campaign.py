@@ -1066,9 +1066,10 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
                 s, names = synced, synced_names
             elif (lost := _lost_reclaim(s, ev["recovered"], b, names, since)) is not None:
                 at, s = lost
+                tick = tc._ms(1.0)  # model ticks per second
                 found.append(
-                    f"line {lineno}: a ReclaimExpired at {at / 1000:.3f} (the last traced step "
-                    f"was at {since / 1000:.3f}, the restart at {now / 1000:.3f}) made durable "
+                    f"line {lineno}: a ReclaimExpired at {at / tick:.3f} (the last traced step "
+                    f"was at {since / tick:.3f}, the restart at {now / tick:.3f}) made durable "
                     "and killed before its trace line"
                 )
             else:

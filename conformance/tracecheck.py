@@ -190,13 +190,14 @@ def validate(lines: Iterable[str]) -> TraceReport:
         now = _ms(float(_need(ev, "now", lineno)))
         if now < s.wall:
             report.rollbacks += 1
+        since = s.wall
         s = s._replace(wall=now, mono=now)
         before = s
         if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
             if report.steps == 0:
                 # The trace starts on existing files: its history starts from what was on disk.
                 s = _adopt(s, ev["recovered"], names)
-            problem, s, lost, names = _resync(s, ev["recovered"], b, names)
+            problem, s, lost, names = _resync(s, ev["recovered"], b, names, since)
             report.lost_steps += lost
             if problem is not None:
                 report.divergence, report.line = problem, lineno
@@ -392,11 +393,25 @@ def _adopt(s: State, recovered: dict[str, Any], names: GenerationNames) -> State
     return s._replace(journal=journal, coordinator=coordinator)
 
 
-def _master_steps(s: State, b: Bounds) -> list[State]:
+def _reclaims_since(s: State, b: Bounds, since: int) -> list[State]:
+    """ReclaimExpired at every instant from ``since`` (the last traced step) to ``s.wall`` (the
+    restart) where its outcome can change (a lease's expiry), each put at ``s.wall``: a lost
+    reclaim ran at its own time, when fewer leases may have expired than at the restart."""
+    stamps = [x.updated for _, x in s.journal.leases] + [x.updated for _, x in s.coordinator.leases]
+    instants = sorted({since, s.wall} | {u + b.ttl for u in stamps if since < u + b.ttl <= s.wall})
+    out = []
+    for at in instants:
+        t = reclaim_expired(s._replace(wall=at, mono=at), b)[1]
+        out.append(t._replace(wall=s.wall, mono=s.mono))
+    return out
+
+
+def _master_steps(s: State, b: Bounds, since: int | None = None) -> list[State]:
     """Every state one master step (DispatchWork, DeliverResult, ReclaimExpired) leads to, and
     for DispatchWork also the state after its journal lease alone: a master killed inside the
-    transaction, before RejectDispatch gave the lease back, leaves exactly that on disk."""
-    out = [reclaim_expired(s, b)[1]]
+    transaction, before RejectDispatch gave the lease back, leaves exactly that on disk.
+    ReclaimExpired is tried at every instant since ``since`` (see ``_reclaims_since``)."""
+    out = _reclaims_since(s, b, s.wall if since is None else since)
     gen = next_generation(s, b)
     for r in b.ranks:
         if len(dispatches_of(s, r)) < b.pipeline:
@@ -474,14 +489,19 @@ def _bind_lost(t: State, recovered: dict[str, Any], names: GenerationNames) -> G
 
 
 def _resync(
-    s: State, recovered: dict[str, Any], b: Bounds, names: GenerationNames
+    s: State,
+    recovered: dict[str, Any],
+    b: Bounds,
+    names: GenerationNames,
+    since: int | None = None,
 ) -> tuple[str | None, State, bool, GenerationNames]:
     """Check what a restarted master read from disk against the model.
 
     A master killed with SIGKILL may have made its last step durable (journal first, then the
     coordinator) without tracing it. The disk state must then be the model's state after one
     step the model allows from the last traced state, or a prefix of one (the journal part done,
-    the coordinator part not yet). Anything else is a divergence. Returns the names of
+    the coordinator part not yet). Anything else is a divergence. ``since`` is the clock of the
+    last traced step (a lost step ran between it and the restart). Returns the names of
     generations with the lost step's, if any, added.
     """
     disk_doc = recovered.get("journal", {})
@@ -491,7 +511,7 @@ def _resync(
     disk_c = _recovered_view(coordinator_doc, probe)
     if _same_journal(s.journal, disk_j, s.journal) and _coordinator_view(s.coordinator) == disk_c:
         return None, s, False, names
-    for t in _master_steps(s, b):
+    for t in _master_steps(s, b, since):
         named = _bind_lost(t, recovered, names)
         disk_j = _journal_of(disk_doc, named)
         disk_c = _recovered_view(coordinator_doc, named)

@@ -282,3 +282,39 @@ def test_a_malformed_generation_is_a_format_error_naming_its_line(gen: object) -
     lines = _pipelined(_dispatch(W1, 1, 100.0, [1, 1]), _deliver(1, W1, 101.0, gen=gen))
     with pytest.raises(TraceFormatError, match="line 3: gen must be"):
         validate(lines)
+
+
+def _lost_reclaim_trace(
+    journal_leases: dict[str, list[object]], state_leases: dict[str, list[object]]
+) -> list[str]:
+    """W1 leased at 100 and W3 at 103 (TTL 5), then a master killed and restarted at 109 that
+    read ``journal_leases`` and ``state_leases`` from disk."""
+    disk = {
+        "journal": {"leases": journal_leases, "completed": [], "attempts": {W1: 1, W3: 1}},
+        "coordinator": {"epoch": 2, "leases": state_leases, "stats": {}},
+    }
+    return _lines(
+        {"event": "DispatchWork", "w": W1, "r": 1, "now": 100.0, "ok": True, "refused": None},
+        {"event": "DispatchWork", "w": W3, "r": 2, "now": 103.0, "ok": True, "refused": None},
+        {"event": "RestartMaster", "now": 109.0, "recovered": disk},
+    )
+
+
+def test_a_reclaim_made_durable_at_an_earlier_instant_and_never_traced_is_accepted() -> None:
+    # Between 105 and 108 only W1 (and s1) had expired: a reclaim then, lost to the kill, left
+    # W3 held; at the restart's own clock (109) a reclaim would have taken W3 too.
+    lines = _lost_reclaim_trace({W3: [2, 103.0, "unix"]}, {"s2": [2, 103.0, 1]})
+    report = validate(lines)
+    assert report.ok, report.divergence
+    assert report.lost_steps == 1
+
+
+def test_a_reclaim_of_a_lease_that_had_not_expired_while_an_older_one_stayed_is_a_divergence() -> (
+    None
+):
+    # W3 gone while W1, which expired first, is still held: no instant's reclaim explains it.
+    lines = _lost_reclaim_trace({W1: [1, 100.0, "unix"]}, {"s1": [1, 100.0, 1]})
+    report = validate(lines)
+    assert not report.ok
+    assert report.line == 4
+    assert "RestartMaster" in (report.divergence or "")

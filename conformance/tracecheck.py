@@ -79,6 +79,8 @@ class TraceReport:
     line: int | None = None
     torn_tail: bool = False
     lost_steps: int = 0
+    pipeline: int = 1
+    fence: str = "rank"
 
     @property
     def ok(self) -> bool:
@@ -173,6 +175,7 @@ def validate(lines: Iterable[str]) -> TraceReport:
     if not events or events[0][1]["event"] != "Header":
         raise TraceFormatError("a trace starts with a Header line")
     b = bounds_from_header(events[0][1])
+    report.pipeline, report.fence = b.pipeline, b.fence
     names = GenerationNames()
     s: State = initial_state()
     body = events[1:]

@@ -21,8 +21,12 @@ def register(sub: Any) -> None:
         description=(
             "Replays a trace written by `leasefence run --trace PATH` through the reference model "
             "and reports the first step the model does not allow or decides differently, with the "
-            "model state before it. Exit 0: the trace is a behaviour of the model; 1: divergence; "
-            "2: the file is unreadable or not a trace."
+            "model state before it; every replayed state is also checked against the invariants "
+            "L1-L7 (a step the model allows but that breaks one is reported too). Pipelined runs "
+            "(--pipeline N) replay at their depth and fence, generation by generation; a step a "
+            "killed master made durable but never traced is accepted when the model allows it. "
+            "Exit 0: the trace is a behaviour of the model that keeps every invariant; "
+            "1: divergence; 2: the file is unreadable or not a trace."
         ),
     )
     c.add_argument("trace", type=Path, nargs="+", help="trace file(s) (NDJSON)")
@@ -43,9 +47,12 @@ def run_check(args: argparse.Namespace) -> int:
             return 2
         counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()))
         tail = " (torn last line ignored)" if report.torn_tail else ""
+        lost = f", {report.lost_steps} untraced step(s) before a kill" if report.lost_steps else ""
+        depth = f"pipeline {report.pipeline}, {report.fence} fence"
         if report.ok:
             print(
-                f"{path}: OK, {report.steps} steps replayed ({counts}); {report.rollbacks} clock rollbacks{tail}"
+                f"{path}: OK, {report.steps} steps replayed ({counts}; {depth}); invariants hold; "
+                f"{report.rollbacks} clock rollbacks{lost}{tail}"
             )
         else:
             print(

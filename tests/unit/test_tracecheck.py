@@ -102,7 +102,13 @@ def test_trace_check_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFi
     lines[5] = json.dumps(_deliver(1, W1, 101.5))
     bad.write_text("\n".join(lines) + "\n")
     assert main(["trace", "check", str(good)]) == 0
-    assert "OK, 9 steps" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "OK, 9 steps" in out
+    assert "pipeline 1, rank fence); invariants hold" in out
+    deep = tmp_path / "depth2.ndjson"
+    deep.write_text("\n".join(_pipelined(*DEPTH_TWO)) + "\n")
+    assert main(["trace", "check", str(deep)]) == 0
+    assert "pipeline 2, generation fence" in capsys.readouterr().out
     assert main(["trace", "check", str(bad)]) == 1
     assert "DIVERGES at line 6" in capsys.readouterr().out
     assert main(["trace", "check", str(tmp_path / "missing.ndjson")]) == 2

@@ -1,4 +1,5 @@
 """The master's NDJSON trace: one line per step, named by the model's (and TLA+'s) action.
+``docs/trace-format.md`` documents it for readers of the files, with a replayed example.
 
 Format (version 2), one JSON object per line, each written whole and flushed::
 

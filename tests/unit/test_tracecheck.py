@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,23 @@ def test_a_reclaim_of_a_lease_that_had_not_expired_while_an_older_one_stayed_is_
     assert not report.ok
     assert report.line == 4
     assert "RestartMaster" in (report.divergence or "")
+
+
+def test_the_documented_example_trace_replays_and_its_documented_mutation_diverges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "trace-format.md"
+    text = docs.read_text()
+    (block,) = re.findall(r"```jsonl\n(.*?)\n```", text, re.S)
+    lines = block.splitlines()
+    assert [json.loads(x) for x in lines[1:]] == DEPTH_TWO  # the steps tested above
+    path = tmp_path / "example.ndjson"
+    path.write_text(block + "\n")
+    assert main(["trace", "check", str(path)]) == 0
+    (promised,) = re.findall(r"prints\n`(OK, [^`]*)`", text)
+    assert capsys.readouterr().out == f"{path}: {promised}\n"
+    bad = json.loads(lines[6])
+    bad["work_ok"] = True
+    path.write_text("\n".join([*lines[:6], json.dumps(bad), *lines[7:]]) + "\n")
+    assert main(["trace", "check", str(path)]) == 1
+    assert "DIVERGES at line 7" in capsys.readouterr().out

@@ -1003,20 +1003,14 @@ def _validate_segments(lines: Sequence[str]) -> tuple[bool, list[str]]:
 
 
 def interrupted_rejections(lines: Sequence[str]) -> list[str]:
-    """Restarts whose disk state differs from the model's only in one of two ways a kill
-    explains (each listed; a restart explained neither way ends the list with UNEXPLAINED):
+    """Restarts whose disk state differs from the model's only by journal leases that a
+    rejected dispatch had taken and not yet given back when the master was killed.
 
-    - journal leases that a rejected dispatch had taken and not yet given back when the master
-      was killed. ``Master.dispatch`` leases the work in the journal (durably) before the
-      coordinator may refuse the state lease, and only then undoes the work lease; the model's
-      ``DispatchWork`` with its ``RejectDispatch`` is one atomic step. A SIGKILL between the
-      two fsyncs leaves a lease (one more attempt) that no model step explains. Fencing still
-      holds: the lease's owner is a rank of the dead job, and recovery reclaims it after one
-      TTL.
-    - a ``ReclaimExpired`` made durable (its journal part, and maybe its coordinator part) but
-      not traced, at an instant between the last traced step and the restart (``_lost_reclaim``).
-      ``tracecheck`` tries lost steps at the restart's own clock only, when more leases may
-      have expired than had at the lost step's time.
+    ``Master.dispatch`` leases the work in the journal (durably) before the coordinator may
+    refuse the state lease, and only then undoes the work lease; the model's ``DispatchWork``
+    with its ``RejectDispatch`` is one atomic step. A SIGKILL between the two fsyncs leaves a
+    lease (one more attempt) that no model step explains. Fencing still holds: the lease's
+    owner is a rank of the dead job, and recovery reclaims it after one TTL.
     """
     from leasefence.conformance import tracecheck as tc
     from leasefence.conformance.refinement import GenerationNames
@@ -1036,7 +1030,6 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
         if name == "Header":
             continue
         now = tc._ms(float(ev["now"]))
-        since = s.wall  # the clock at the last traced step
         s = s._replace(wall=now, mono=now)
         if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
             disk = tc._journal_of(ev["recovered"].get("journal", {}), copy.deepcopy(names))
@@ -1061,18 +1054,8 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
                     )
                 )
             last_refused = {}
-            problem, synced, _, synced_names = tc._resync(s, ev["recovered"], b, names)
-            if problem is None:
-                s, names = synced, synced_names
-            elif (lost := _lost_reclaim(s, ev["recovered"], b, names, since)) is not None:
-                at, s = lost
-                tick = tc._ms(1.0)  # model ticks per second
-                found.append(
-                    f"line {lineno}: a ReclaimExpired at {at / tick:.3f} (the last traced step "
-                    f"was at {since / tick:.3f}, the restart at {now / tick:.3f}) made durable "
-                    "and killed before its trace line"
-                )
-            else:
+            problem, s, _, names = tc._resync(s, ev["recovered"], b, names)
+            if problem is not None:
                 return [*found, f"UNEXPLAINED line {lineno}: {problem[:300]}"]
         if name == "DispatchWork" and not ev.get("ok"):
             last_refused[str(ev["w"]), int(ev["r"])] = str(ev.get("refused"))
@@ -1080,33 +1063,6 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
         if problem is not None:
             return [*found, f"UNEXPLAINED line {lineno}: {problem[:300]}"]
     return found
-
-
-def _lost_reclaim(
-    s: Any, recovered: Mapping[str, Any], b: Any, names: Any, since: int
-) -> tuple[int, Any] | None:
-    """``(at, state)`` when the disk a restarted master read is the model's state ``s`` (at the
-    restart's clock) after one ``ReclaimExpired`` at an instant ``at`` between ``since``, the
-    last traced step's clock, and the restart: its journal part durable, its coordinator part
-    durable or not yet (the master saves the journal first). ``state`` is then that, at the
-    restart's clock. Only the instants where a lease's expiry changes are tried."""
-    from leasefence.conformance import tracecheck as tc
-    from leasefence.model.system import reclaim_expired
-
-    disk_j = tc._journal_of(dict(recovered.get("journal", {})), copy.deepcopy(names))
-    disk_c = tc._recovered_view(dict(recovered.get("coordinator", {})), copy.deepcopy(names))
-    stamps = [x.updated for _, x in s.journal.leases]
-    stamps += [x.updated for _, x in s.coordinator.leases]
-    instants = sorted({since} | {u + b.ttl for u in stamps if since < u + b.ttl <= s.wall})
-    for at in instants:
-        before = s._replace(wall=at, mono=at)
-        after = reclaim_expired(before, b)[1]
-        if after == before or not tc._same_journal(after.journal, disk_j, before.journal):
-            continue
-        for t in (after, before):  # the coordinator's part saved, or not yet
-            if tc._coordinator_view(t.coordinator) == disk_c:
-                return at, t._replace(journal=disk_j, wall=s.wall, mono=s.mono)
-    return None
 
 
 # -- the campaign, its table, JSON and plot -----------------------------------------------------
@@ -1297,11 +1253,8 @@ def _trace_cell(r: BuildRun) -> str:
     if h.trace_breaks is not None:
         return f"NO (breaks {h.trace_breaks})"
     if h.trace_ok:
-        m = sum("ReclaimExpired" in x for x in h.interrupted_rejections)
-        n = len(h.interrupted_rejections) - m
-        parts = [f"{n} restart(s) after a kill mid-rejection"] if n else []
-        parts += [f"{m} restart(s) after a kill mid-reclaim"] if m else []
-        return "per job; " + ", ".join(parts)
+        n = len(h.interrupted_rejections)
+        return f"per job; {n} restart(s) after a kill mid-rejection"
     return "NO (diverges)"
 
 

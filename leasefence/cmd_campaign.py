@@ -130,8 +130,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {build}: first divergence from the model: {r.history.trace_divergence}"[:400])
         if r.history.trace_ok and not r.history.trace_valid:
             for line in r.history.interrupted_rejections:
-                mid = "reclaim" if "ReclaimExpired" in line else "rejection"
-                print(f"  {build}: restart explained by a kill mid-{mid}: {line}")
+                print(f"  {build}: restart explained by a kill mid-rejection: {line}")
         for line in r.unexpected_exits:
             print(f"  {build}: job ended unexpectedly: {line[-300:]}")
     print(f"campaign: {result.seconds:.1f} s")

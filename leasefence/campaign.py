@@ -1030,6 +1030,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
         if name == "Header":
             continue
         now = tc._ms(float(ev["now"]))
+        since = s.wall  # the last traced step: a lost step ran between it and a restart
         s = s._replace(wall=now, mono=now)
         if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
             disk = tc._journal_of(ev["recovered"].get("journal", {}), copy.deepcopy(names))
@@ -1054,7 +1055,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
                     )
                 )
             last_refused = {}
-            problem, s, _, names = tc._resync(s, ev["recovered"], b, names)
+            problem, s, _, names = tc._resync(s, ev["recovered"], b, names, since)
             if problem is not None:
                 return [*found, f"UNEXPLAINED line {lineno}: {problem[:300]}"]
         if name == "DispatchWork" and not ev.get("ok"):

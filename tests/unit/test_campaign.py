@@ -3,6 +3,7 @@ traces (no MPI)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,9 +16,11 @@ from leasefence.campaign import (
     check_history,
     coverage_auc,
     default_builds,
+    interrupted_rejections,
     percentile,
     schedule,
 )
+from leasefence.conformance.tracecheck import validate
 
 W1, W2, W3 = "a" * 64, "b" * 64, "c" * 64
 S1, S2 = "1" * 64, "2" * 64
@@ -406,6 +409,47 @@ def test_rank_fencing_cannot_attribute_a_result_after_a_same_rank_redispatch() -
     assert h.same_rank_redispatches == 1
     assert h.ambiguous_commits == 1
     assert h.cross_generation_results == 0  # no generations to tell them apart
+
+
+def test_a_restart_after_an_untraced_reclaim_needs_no_explanation_of_the_campaigns() -> None:
+    # Rank 1's leases expire by 11.1, rank 2's at 11.5; a reclaim of rank 1's two is made
+    # durable in the journal at about 11.2, the kill comes before its trace line, the restart
+    # at 11.7. tracecheck tries a lost reclaim at each instant since the last traced step, and
+    # the campaign's own replay (``interrupted_rejections``) must do the same.
+    w4, s3 = "d" * 64, "3" * 64
+    header = DEPTH2 | {"task_of": {W1: S1, W3: S2, w4: s3}}
+    recovered = {
+        "journal": {
+            "leases": {w4: [2, 10.5, "unix", [1, 1]]},
+            "completed": [],
+            "attempts": {W1: 1, W3: 1, w4: 1},
+        },
+        "coordinator": {
+            "epoch": 2,
+            "leases": {
+                S1: [1, 10.0, 1, [1, 1]],
+                S2: [1, 10.1, 1, [1, 2]],
+                s3: [2, 10.5, 1, [1, 1]],
+            },
+            "stats": {},
+        },
+    }
+    trace = [
+        header,
+        dispatch(W1, 1, 10.0, gen=[1, 1]),
+        dispatch(W3, 1, 10.1, gen=[1, 2]),
+        dispatch(w4, 2, 10.5, gen=[1, 1]),
+        header,
+        {"event": "RestartMaster", "now": 11.7, "recovered": recovered},
+    ]
+    lines = [json.dumps(e) + "\n" for e in trace]
+    assert validate(lines).ok
+    assert interrupted_rejections(lines) == []
+    # No reclaim takes w3's and w4's leases and leaves w1's, which expired first.
+    recovered["journal"]["leases"] = {W1: [1, 10.0, "unix", [1, 1]]}
+    lines = [json.dumps(e) + "\n" for e in trace]
+    assert not validate(lines).ok
+    assert interrupted_rejections(lines)[-1].startswith("UNEXPLAINED line 6")
 
 
 def test_depth_one_command_lines_are_unchanged_and_depth_two_adds_pipeline_and_fence() -> None:

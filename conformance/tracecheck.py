@@ -8,7 +8,11 @@ the model's wall clock to ``now`` (a step backwards is a wall-clock rollback), a
 action with the same arguments, and compares every decision. The first step the model does not
 allow, or decides differently, is reported with the state before it.
 
-Times are compared in integer milliseconds, the model's ticks.
+Times are compared in integer microseconds, the model's ticks (``TICKS_PER_SECOND``). The
+implementation decides expiry on floats, so a lease whose age is within a tick of the TTL may
+have gone either way: ``ReclaimExpired`` and the recovery of ``RestartMaster`` are replayed at
+the step's tick or, when that does not give what the implementation reclaimed, one tick either
+side.
 
 Pipelined runs (issue 12): the Header gives the pipeline depth and the fence; under generation
 fencing each dispatch and each result carries its generation ``[epoch, counter]``, and replay
@@ -87,8 +91,30 @@ class TraceReport:
         return self.divergence is None
 
 
-def _ms(seconds: float) -> int:
-    return round(seconds * 1000)
+#: Model ticks per second of the implementation's clock.
+TICKS_PER_SECOND = 1_000_000
+
+
+def _tick(seconds: float) -> int:
+    """The model tick of an implementation time (seconds)."""
+    return round(seconds * TICKS_PER_SECOND)
+
+
+def _within_a_tick(s: State, step: Any, reclaimed: list[str] | None) -> tuple[State, list[str]]:
+    """``step`` (a state -> state function whose only time-dependent part is the TTL rule) at
+    ``s.wall``, or one tick either side when that gives the work IDs ``reclaimed`` and the
+    step's own tick does not (the implementation's float arithmetic at the edge of the TTL).
+    Returns the state after, back at ``s.wall``, and the work IDs it reclaimed."""
+    first: tuple[State, list[str]] | None = None
+    for at in (s.wall, s.wall - 1, s.wall + 1):
+        t = step(s._replace(wall=at, mono=at))._replace(wall=s.wall, mono=s.mono)
+        gone = sorted({w for w, _ in s.journal.leases} - {w for w, _ in t.journal.leases})
+        if first is None:
+            first = (t, gone)
+        if reclaimed is None or gone == sorted(reclaimed):
+            return t, gone
+    assert first is not None
+    return first
 
 
 def _need(event: dict[str, Any], key: str, lineno: int) -> Any:
@@ -145,7 +171,7 @@ def bounds_from_header(header: dict[str, Any]) -> Bounds:
     return Bounds(
         task_of=tuple(sorted((str(w), str(t)) for w, t in task_of.items())),
         ranks=tuple(int(r) for r in ranks),
-        ttl=_ms(float(ttl)),
+        ttl=_tick(float(ttl)),
         max_wall=big,
         max_reboots=big,
         max_rollbacks=big,
@@ -190,7 +216,7 @@ def validate(lines: Iterable[str]) -> TraceReport:
             raise TraceFormatError(
                 f"line {lineno}: unknown event {name!r} (known: {', '.join(ACTIONS)})"
             )
-        now = _ms(float(_need(ev, "now", lineno)))
+        now = _tick(float(_need(ev, "now", lineno)))
         if now < s.wall:
             report.rollbacks += 1
         since = s.wall
@@ -293,13 +319,19 @@ def _apply(
             ), s
         return None, t
     if name == "ReclaimExpired":
-        works, t = reclaim_expired(s, b)
         got_list = sorted(str(x) for x in _need(ev, "reclaimed", lineno))
-        if got_list != sorted(works):
-            return f"ReclaimExpired: implementation reclaimed {got_list}, model {sorted(works)}", s
+        t, works = _within_a_tick(s, lambda x: reclaim_expired(x, b)[1], got_list)
+        if got_list != works:
+            return f"ReclaimExpired: implementation reclaimed {got_list}, model {works}", s
         return None, t
-    # RestartMaster: first what the new master read from disk (see _resync), then the restart.
-    return None, restart_master(s, b)
+    # RestartMaster: first what the new master read from disk (see _resync), then the restart
+    # and its recovery (what it reclaimed is traced since format version 2).
+    reclaimed = ev.get("reclaimed")
+    restart_wants = None if reclaimed is None else sorted(str(x) for x in reclaimed)
+    t, works = _within_a_tick(s, lambda x: restart_master(x, b), restart_wants)
+    if restart_wants is not None and restart_wants != works:
+        return f"RestartMaster: implementation reclaimed {restart_wants}, model {works}", s
+    return None, t
 
 
 def _message(
@@ -360,7 +392,7 @@ def _journal_of(doc: dict[str, Any], names: GenerationNames) -> Journal:
                 str(w),
                 Lease(
                     int(x[0]),
-                    _ms(float(x[1])),
+                    _tick(float(x[1])),
                     CLOCK_UNIX if x[2] == "unix" else CLOCK_LEGACY,
                     names.name(int(x[0]), _disk_generation(x, 3)),
                 ),

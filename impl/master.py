@@ -417,7 +417,7 @@ class Master:
                 "restart: reclaimed %d work leases and %d state leases", len(works), len(tasks)
             )
             if self.trace is not None:
-                self.trace.restart_master(now, recovered or None)
+                self.trace.restart_master(now, recovered or None, works)
         self._dirty = True
 
     def recovered_state(self) -> dict[str, Any]:

@@ -9,7 +9,8 @@ Format (version 2), one JSON object per line, each written whole and flushed::
     {"event":"DeliverResult","r":R,"w":W,"reported":TASK|null,"ok":B,"now":T,"stale":B,
      "task":TASK|null,"work_ok":B,"state_ok":B,"gen":G|null}
     {"event":"ReclaimExpired","now":T,"reclaimed":[W,...]}
-    {"event":"RestartMaster","now":T,"recovered":{"journal":{...},"coordinator":{...}}}
+    {"event":"RestartMaster","now":T,"recovered":{"journal":{...},"coordinator":{...}},
+     "reclaimed":[W,...]}
 
 ``G`` is a dispatch generation ``[epoch, counter]`` (issue 12): in ``DispatchWork`` the one the
 dispatch was given, in ``DeliverResult`` the one the result presented (null under rank fencing,
@@ -120,13 +121,21 @@ class TraceWriter:
     def reclaim_expired(self, now: float, reclaimed: Iterable[str]) -> None:
         self._write({"event": "ReclaimExpired", "now": now, "reclaimed": sorted(reclaimed)})
 
-    def restart_master(self, now: float, recovered: Mapping[str, Any] | None = None) -> None:
+    def restart_master(
+        self,
+        now: float,
+        recovered: Mapping[str, Any] | None = None,
+        reclaimed: Iterable[str] | None = None,
+    ) -> None:
         """RestartMaster. ``recovered`` is what the new master read from disk before recovering
         (see ``Master.recovered_state``): a killed master may have made a step durable without
-        tracing it, and the validator checks that such a lost step is one the model allows."""
+        tracing it, and the validator checks that such a lost step is one the model allows.
+        ``reclaimed``: the work IDs its recovery reclaimed."""
         event: dict[str, Any] = {"event": "RestartMaster", "now": now}
         if recovered is not None:
             event["recovered"] = dict(recovered)
+        if reclaimed is not None:
+            event["reclaimed"] = sorted(reclaimed)
         self._write(event)
 
     def close(self) -> None:

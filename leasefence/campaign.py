@@ -1029,7 +1029,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
         name = ev["event"]
         if name == "Header":
             continue
-        now = tc._ms(float(ev["now"]))
+        now = tc._tick(float(ev["now"]))
         since = s.wall  # the last traced step: a lost step ran between it and a restart
         s = s._replace(wall=now, mono=now)
         if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):

@@ -345,3 +345,41 @@ def test_the_documented_example_trace_replays_and_its_documented_mutation_diverg
     path.write_text("\n".join([*lines[:6], json.dumps(bad), *lines[7:]]) + "\n")
     assert main(["trace", "check", str(path)]) == 1
     assert "DIVERGES at line 7" in capsys.readouterr().out
+
+
+def _edge(updated: float, now: float, reclaimed: list[str]) -> list[str]:
+    header = {**HEADER, "ttl": 1.0}
+    return [
+        json.dumps(header),
+        json.dumps(
+            {"event": "DispatchWork", "w": W1, "r": 1, "now": updated, "ok": True, "refused": None}
+        ),
+        json.dumps({"event": "ReclaimExpired", "now": now, "reclaimed": reclaimed}),
+    ]
+
+
+def test_a_lease_a_fraction_of_a_millisecond_short_of_its_ttl_is_not_reclaimed() -> None:
+    # A campaign run: 0.99976 s old with a 1 s TTL; the implementation kept it, and so must
+    # the model (ticks used to be milliseconds, which rounded the age up to the TTL).
+    assert validate(_edge(264.3373432, 265.337106, [])).ok
+    report = validate(_edge(264.3373432, 265.337106, [W1]))
+    assert not report.ok
+    assert "implementation reclaimed" in (report.divergence or "")
+
+
+@pytest.mark.parametrize("reclaimed", [[], [W1]])
+def test_a_lease_within_a_tick_of_its_ttl_may_go_either_way(reclaimed: list[str]) -> None:
+    # 0.9999997 s in floats, exactly one second in microsecond ticks: either outcome is allowed.
+    assert validate(_edge(100.0000004, 101.0000001, reclaimed)).ok
+
+
+def test_what_a_restart_reclaimed_is_compared() -> None:
+    lines = [
+        *_edge(100.0, 100.5, [])[:2],
+        json.dumps({"event": "RestartMaster", "now": 102.0, "reclaimed": []}),
+    ]
+    report = validate(lines)
+    assert not report.ok
+    assert "RestartMaster: implementation reclaimed [], model" in (report.divergence or "")
+    lines[-1] = json.dumps({"event": "RestartMaster", "now": 102.0, "reclaimed": [W1]})
+    assert validate(lines).ok

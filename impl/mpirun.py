@@ -17,7 +17,13 @@ from typing import Any, TextIO
 
 from leasefence.impl.master import Master, default_fence
 from leasefence.impl.trace import TraceWriter
-from leasefence.impl.transport import Injection, MpiTransport, master_dispatch, worker_execute
+from leasefence.impl.transport import (
+    Injection,
+    MpiTransport,
+    RestartFault,
+    master_dispatch,
+    worker_execute,
+)
 from leasefence.impl.wire import Result
 from leasefence.impl.workload import WORKERS, WorkItem, generate, reached
 
@@ -47,6 +53,8 @@ class RunConfig:
     # "rank" at depth 1, "generation" beyond).
     pipeline: int = 1
     fence: str | None = None
+    # ``--inject restart``: results handled between in-job master restarts (``RestartFault``).
+    restart_every: int = 10
 
 
 class InjectedClock:
@@ -119,6 +127,14 @@ class _LoggedTransport:
 
     def receive(self, timeout: float) -> Any:
         return self.inner.receive(timeout)
+
+
+class _Live:
+    """The master now running: the one opened at start, or the last one an in-job restart
+    (``--inject restart``) replaced it with. Callbacks reach the master through it."""
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
 
 
 class Coverage:
@@ -213,11 +229,26 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
         )
         master.duplicate_candidates = config.duplicate_candidates
         master.duplicate_rng = random.Random(f"{config.seed}/duplicate-candidates")
+        live = _Live(master)
         coverage = Coverage(master)
         on_result: Callable[[Result, Any], None] = coverage
         if events is not None:
             events.write("start", pid=os.getpid(), restart=restarting)
-            on_result = _logged(master, coverage, events, config.compact_every)
+            on_result = _logged(live, coverage, events, config.compact_every)
+        restart = RestartFault(config.restart_every) if "restart" in config.inject.kinds else None
+
+        def on_restart(old: Master, new: Master) -> None:
+            live.master = coverage.master = new
+            epoch = getattr(new.coordinator, "epoch", None)
+            if events is not None:
+                events.write("restart", epoch=epoch, in_flight=len(old.dispatches()))
+            print(
+                f"  master restarted in the job (epoch {epoch}; {len(old.dispatches())} "
+                "dispatches in flight forgotten)",
+                file=err,
+                flush=True,
+            )
+
         print(
             f"leasefence run: {len(catalogue)} work items, {len(transport.worker_ranks)} worker "
             f"ranks, ttl {config.ttl:g} s, seed {config.seed}, worker {config.worker}"
@@ -232,17 +263,19 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
             flush=True,
         )
         try:
-            master_dispatch(
+            master = master_dispatch(
                 master,
                 transport,
                 on_result=on_result,
                 progress=_progress(start, config.progress_every, coverage, err),
+                restart=restart,
+                on_restart=on_restart,
             )
             summary = master.summary()
             if events is not None:
                 events.write("end", **master.counters.as_dict())
         finally:
-            master.close()
+            live.master.close()
             if trace is not None:
                 trace.close()
             if events is not None:
@@ -271,6 +304,15 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
         ),
         ("wall time", f"{wall:.2f} s"),
     ]
+    if restart is not None:
+        lines[-1:-1] = [
+            ("master restarts", f"{restart.restarts} in the job (every {restart.every} results)"),
+            (
+                "results across a restart",
+                f"{restart.crossed} ({restart.crossed_refused} refused or stale, "
+                f"{restart.state_taken} took the state task of another live dispatch)",
+            ),
+        ]
     print("leasefence run: done", file=out)
     for name, value in lines:
         print(f"  {name:<25}{value}", file=out)
@@ -284,13 +326,14 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
 
 
 def _logged(
-    master: Master, coverage: Coverage, events: EventLog, compact_every: int
+    live: _Live, coverage: Coverage, events: EventLog, compact_every: int
 ) -> Callable[[Result, Any], None]:
     """``on_result`` for campaigns: coverage, one ``result`` line per result handled, and a
     journal compaction after every ``compact_every`` accepted completions."""
     done = [0]
 
     def on_result(result: Result, outcome: Any) -> None:
+        master = live.master
         coverage(result, outcome)
         item = master.catalogue.get(result.work_id)
         accepted = not outcome.stale and outcome.work_ok and result.ok

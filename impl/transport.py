@@ -4,7 +4,9 @@
 job. The master loop talks to a ``Transport``: ``MpiTransport`` in a real run, or
 ``InProcessTransport``, which runs the worker function directly in the same process and can
 inject the faults F314 worries about (late, duplicated, reordered and malformed results, a
-wrong or missing reported state ID) without MPI, sleeps or real time.
+wrong or missing reported state ID) without MPI, sleeps or real time. One fault is the master's
+own: ``RestartFault`` restarts it inside the running job (``--inject restart``), so that results
+in flight cross a master restart while the workers keep running.
 
 Nothing in these loops decides anything: every decision is a ``Master`` method. Neither side
 ever blocks inside MPI: receiving is ``Improbe`` plus a short, growing sleep (MPICH busy-polls
@@ -19,7 +21,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from leasefence.impl.errors import ProtocolError
@@ -43,7 +45,10 @@ from leasefence.impl.workload import Outcome, WorkerFn
 log = logging.getLogger("leasefence.transport")
 
 #: Faults a worker can be told to inject (``leasefence run --inject``).
-INJECTIONS = ("late", "dup", "wrong-id", "missing-id", "malformed", "reorder")
+WORKER_INJECTIONS = ("late", "dup", "wrong-id", "missing-id", "malformed", "reorder")
+#: Faults the master injects into itself: ``restart`` (``RestartFault``).
+MASTER_INJECTIONS = ("restart",)
+INJECTIONS = WORKER_INJECTIONS + MASTER_INJECTIONS
 
 # Messages a "malformed" injection sends before the real result, in turn.
 _GARBAGE: tuple[tuple[int, bytes], ...] = (
@@ -232,10 +237,12 @@ class InProcessTransport:
             if due is None or (now is not None and due <= now)
         ]
         if not ready:
-            if not self.queue:
-                return None
             if self.clock is not None:
+                # time passes while nothing is ready, even with nothing queued: a lease whose
+                # result will never come (one refused after an in-job restart) must expire
                 self.clock.advance(timeout)
+                return None
+            if not self.queue:
                 return None
             ready = [min(range(len(self.queue)), key=lambda i: self.queue[i][0] or 0.0)]
         pick = self._rng.choice(ready) if "reorder" in self.inject.kinds else ready[0]
@@ -317,6 +324,97 @@ def deliver(
     return outcome
 
 
+#: A dispatch as the restart fault remembers it: (rank, work, generation or None).
+Dispatched = tuple[Rank, str, Any]
+
+
+@dataclass
+class RestartFault:
+    """``leasefence run --inject restart``: the master restarts inside the running job.
+
+    ``restart_in_job`` closes the master and opens a new one on the same journal, snapshot and
+    trace (``Master.restart_master``: a new coordinator epoch, recovery with the TTL, its memory
+    of dispatches lost, a ``RestartMaster`` trace event) while the workers keep running, so
+    every result in flight reaches the new master. (A SIGKILL of rank 0 cannot show that: the
+    whole ``mpiexec`` job dies with it, and the results with their workers.)
+
+    When: armed once ``every`` results have been handled since the last (re)start, it fires
+    right after the next round of dispatches that gave a rank its last free slot while that
+    rank still held another dispatch (at depth 1: after any dispatch). That is where the model's
+    counterexample of rank fencing at depth 2 starts (``leasefence model check --pipeline 2
+    --fence rank``): a restart forgets a dispatch whose rank then gets another. No clock and no
+    randomness: the points depend only on the order of the results.
+
+    It also counts what crossed: results for a dispatch made before the last restart
+    (``crossed``), of which the new master refused as stale or whose state commit it refused
+    (``crossed_refused``), and of which committed a state task that a live dispatch of another
+    work item on the same rank held (``state_taken``: the damage the model predicts for rank
+    fencing; generation fencing keeps it at 0).
+    """
+
+    every: int = 10
+    handled: int = 0
+    restarts: int = 0
+    crossed: int = 0
+    crossed_refused: int = 0
+    state_taken: int = 0
+    in_flight: set[Dispatched] = field(default_factory=set, repr=False)
+
+    def due(self, master: Master, sent: Iterable[tuple[Rank, Work]]) -> bool:
+        """Whether to restart now, right after ``sent`` went out."""
+        if self.handled < self.every:
+            return False
+        return any(len(master.dispatches(rank)) >= master.pipeline for rank, _ in sent)
+
+    def restart(self, master: Master) -> Master:
+        """``restart_in_job``, remembering what was in flight."""
+        self.in_flight = {(r, d.work_id, d.generation) for r, d in master.dispatches()}
+        self.handled = 0
+        self.restarts += 1
+        return restart_in_job(master)
+
+    def observe(self, master: Master, rank: Rank, result: Result, outcome: ResultOutcome) -> None:
+        """Count one handled result (called after ``master.handle_result``)."""
+        self.handled += 1
+        gen = result.generation  # None: rank fencing, or an old-protocol result
+        if not any(
+            (r, w) == (rank, result.work_id) and (gen is None or g in (None, gen))
+            for r, w, g in self.in_flight
+        ):
+            return
+        self.crossed += 1
+        if outcome.stale or (outcome.task is not None and not outcome.state_ok):
+            self.crossed_refused += 1
+        if outcome.state_ok and any(
+            d.task_id == outcome.task and d.work_id != result.work_id
+            for _, d in master.dispatches(rank)
+        ):
+            self.state_taken += 1
+            log.error(
+                "rank %d: a result of work %s from before the restart completed state task %s, "
+                "held by its live dispatch of another work item",
+                rank,
+                result.work_id[:12],
+                str(outcome.task)[:12],
+            )
+
+
+def restart_in_job(master: Master) -> Master:
+    """RestartMaster inside a running job: ``master.restart_master()``, then the run's counters
+    (summed: the new master's own start with what its recovery reclaimed) and the run's fault
+    settings carried to the new master. Its memory of dispatches is not carried: that is the
+    restart. ``duplicate_completions`` stays exact: the new master counts against every
+    completion in the journal."""
+    new = master.restart_master()
+    for f in fields(new.counters):
+        setattr(
+            new.counters, f.name, getattr(master.counters, f.name) + getattr(new.counters, f.name)
+        )
+    new.duplicate_candidates = master.duplicate_candidates
+    new.duplicate_rng = master.duplicate_rng
+    return new
+
+
 def master_dispatch(
     master: Master,
     transport: Transport,
@@ -325,28 +423,53 @@ def master_dispatch(
     reclaim_every: float | None = None,
     on_result: OnResult | None = None,
     progress: Callable[[Master], None] | None = None,
-) -> None:
+    restart: RestartFault | None = None,
+    on_restart: Callable[[Master, Master], None] | None = None,
+) -> Master:
     """The master loop (rank 0): dispatch to idle ranks, handle results, reclaim expired leases
     every ``reclaim_every`` seconds (default a quarter of the TTL), until every work item is
-    completed; then STOP every worker and keep handling results until each has said BYE."""
+    completed; then STOP every worker and keep handling results until each has said BYE.
+
+    With ``restart`` the master restarts inside the job when the fault says so
+    (``RestartFault``); ``on_restart(old, new)`` is told, and the new master dispatches at once,
+    before it handles any result. Returns the master at the end (the given one, or the last
+    one it was restarted into), whose counters are the whole run's."""
     ranks = transport.worker_ranks
     every = reclaim_every if reclaim_every is not None else max(master.ttl / 4, 0.01)
     last = master.clock()
 
-    def pump() -> None:
-        for rank, work in master.dispatch_pending(ranks):
+    def pump() -> Master:
+        sent = master.dispatch_pending(ranks)
+        for rank, work in sent:
             transport.send(rank, work)
+        if restart is None or not restart.due(master, sent):
+            return master
+        new = restart.restart(master)
+        if on_restart is not None:
+            on_restart(master, new)
+        for rank, work in new.dispatch_pending(ranks):
+            transport.send(rank, work)
+        return new
 
-    pump()
+    def handle(env: Envelope) -> None:
+        def seen(result: Result, outcome: ResultOutcome) -> None:
+            if restart is not None:
+                restart.observe(master, Rank(env.source), result, outcome)
+            if on_result is not None:
+                on_result(result, outcome)
+
+        deliver(master, env, seen)
+
+    master = pump()
     while not master.finished:
         env = transport.receive(poll)
         if env is not None:
-            deliver(master, env, on_result)
+            handle(env)
         now = master.clock()
         if now < last or now - last >= every:
             master.reclaim_expired()
             last = now
-        pump()
+        master = pump()
         if progress is not None:
             progress(master)
     for rank in ranks:
@@ -363,9 +486,10 @@ def master_dispatch(
                 master.count_malformed(env.source, exc)
             waiting.discard(env.source)
         else:
-            deliver(master, env, on_result)
+            handle(env)
     if progress is not None:
         progress(master)
+    return master
 
 
 def worker_execute(

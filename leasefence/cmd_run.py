@@ -57,7 +57,10 @@ def register(sub: Any) -> None:
         help=(
             "faults the workers inject, comma-separated: late (a result held 1.5 x TTL, past "
             "its lease), dup (sent twice), wrong-id (a wrong state task reported), missing-id "
-            "(old protocol: none reported), malformed (a garbage message first), reorder"
+            "(old protocol: none reported), malformed (a garbage message first), reorder; "
+            "restart (the master's own fault: it restarts inside the job, on the same journal, "
+            "snapshot and trace, while the workers keep running, so results in flight reach "
+            "the new master; see --restart-every)"
         ),
     )
     p.add_argument(
@@ -65,7 +68,17 @@ def register(sub: Any) -> None:
         type=rate,
         default=0.15,
         metavar="P",
-        help="probability that each injected fault hits a given result (default 0.15)",
+        help="probability that each injected worker fault hits a given result (default 0.15)",
+    )
+    p.add_argument(
+        "--restart-every",
+        type=count,
+        default=10,
+        metavar="K",
+        help=(
+            "with --inject restart: after every K results handled, the master restarts right "
+            "after its next dispatch that fills a rank's last slot (default 10)"
+        ),
     )
     p.add_argument(
         "--worker",
@@ -153,5 +166,6 @@ def run(args: argparse.Namespace) -> int:
         duplicate_candidates=args.duplicate_candidates,
         pipeline=args.pipeline,
         fence=args.fence,
+        restart_every=args.restart_every,
     )
     return run_job(config)

@@ -21,7 +21,9 @@ from leasefence.impl.transport import (
     Injection,
     InProcessTransport,
     ManualClock,
+    RestartFault,
     deliver,
+    execute,
     master_dispatch,
 )
 from leasefence.impl.wire import Rank, Result, StateTaskId, Tag, WorkId
@@ -466,6 +468,86 @@ def test_an_in_process_run_with_every_fault_completes_each_item_exactly_once(
     with (tmp_path / "trace.ndjson").open() as fh:
         report = validate(fh)
     assert report.ok, report.divergence
+
+
+def _restarting_run(tmp_path: Path, fence: str, every: int = 2) -> tuple[Master, RestartFault]:
+    """An in-process run of 40 items at depth 2 on two ranks whose master restarts inside the
+    run (``--inject restart``): the replies already queued reach the new master."""
+    items = generate(40, 0)
+    clock = ManualClock()
+    trace = TraceWriter(
+        tmp_path / "trace.ndjson",
+        ttl=TTL,
+        ranks=(1, 2),
+        task_of={i.work_id: i.state_task_id for i in items},
+        pipeline=2,
+        fence=fence,
+    )
+    m = Master.open(
+        tmp_path / "j.jsonl",
+        tmp_path / "s.json",
+        items,
+        ttl=TTL,
+        clock=clock,
+        trace=trace,
+        pipeline=2,
+        fence=fence,
+    )
+    restart = RestartFault(every)
+    restarted: list[tuple[Master, Master]] = []
+    transport = InProcessTransport(trivial_worker, (1, 2), clock=clock)
+    last = master_dispatch(
+        m, transport, poll=1.0, restart=restart, on_restart=lambda a, b: restarted.append((a, b))
+    )
+    assert len(restarted) == restart.restarts > 0
+    assert restarted[0][0] is m
+    assert restarted[-1][1] is last
+    last.close()
+    trace.close()
+    return last, restart
+
+
+def test_an_in_job_restart_keeps_the_trace_and_the_runs_counters_and_refuses_what_crossed_it(
+    tmp_path: Path,
+) -> None:
+    m, restart = _restarting_run(tmp_path, "generation")
+    c = m.counters  # the whole run's, carried across every restart
+    assert c.completed == 40
+    assert c.duplicate_completions == 0
+    assert c.stale_results > 0  # forgotten results reaching a rank full of newer dispatches
+    assert restart.crossed == restart.crossed_refused > 0
+    assert restart.state_taken == 0
+    events = read_trace(tmp_path / "trace.ndjson")
+    assert sum(e["event"] == "Header" for e in events) == 1  # one writer, one file
+    assert sum(e["event"] == "RestartMaster" for e in events) == restart.restarts
+    done = [e["w"] for e in events if e["event"] == "DeliverResult" and e["ok"] and e["work_ok"]]
+    assert len(done) == len(set(done)) == 40
+    with (tmp_path / "trace.ndjson").open() as fh:
+        report = validate(fh)
+    assert report.ok, report.divergence
+
+
+def test_an_in_job_restart_under_rank_fencing_at_depth_two_shows_the_models_l2_break(
+    tmp_path: Path,
+) -> None:
+    m, restart = _restarting_run(tmp_path, "rank")
+    assert m.counters.completed == 40
+    assert m.counters.duplicate_completions == 0
+    assert restart.state_taken > 0  # a forgotten result took a live dispatch's state task
+    with (tmp_path / "trace.ndjson").open() as fh:
+        report = validate(fh)
+    assert not report.ok
+    assert report.divergence is not None
+    assert "but it breaks L2_OwnerFenced" in report.divergence
+
+
+def test_the_restart_fault_is_the_masters_and_workers_ignore_it() -> None:
+    inject = Injection.parse("restart,late", rate=1.0)
+    assert inject.kinds == {"restart", "late"}
+    assert not inject.hits("dup", W1, 1, 0)
+    work = CATALOGUE[0].work()
+    replies = execute(work, trivial_worker, 1, Injection.parse("restart", rate=1.0), 0)
+    assert [(r.tag, r.late) for r in replies] == [(Tag.RESULT, False)]
 
 
 # -- the workload ---------------------------------------------------------------------------

@@ -57,6 +57,38 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "rollback followed by recover",
         "reboot",
     ),
+    # Issue 12: depth 2 with generation fencing. A rank holds two dispatches at once; results
+    # present their generation or none (an old-protocol worker); one of an older generation,
+    # delivered after its work went to the same rank again or duplicated after a re-dispatch,
+    # is refused; a rank's two results arrive out of order; a restart ends two dispatches of
+    # one rank and a result from before it arrives late.
+    "master-pipelined": (
+        "two dispatches on one rank",
+        "older-generation result after re-dispatch to the same rank refused",
+        "duplicated result across generations refused",
+        "result reordered on one rank",
+        "result without a generation",
+        "refused duplicate work lease",
+        "refused duplicate state lease",
+        "refused reservation",
+        "late result after reclaim and re-lease",
+        "duplicated result",
+        "wrong-ID result",
+        "old-protocol result",
+        "rollback followed by recover",
+    ),
+    "system-pipelined": (
+        "two dispatches on one rank",
+        "master restart with two dispatches on one rank",
+        "late result across a restart with two dispatches on its rank",
+        "late result across a restart",
+        "result without a generation",
+        "legacy record at start",
+        "torn tail",
+        "compaction",
+        "rollback followed by recover",
+        "reboot",
+    ),
 }
 
 

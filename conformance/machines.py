@@ -20,6 +20,10 @@ machine             what it drives
                     results are delivered by a rule, late, duplicated, with wrong or no IDs
 ``SystemMachine``   the above plus master kill and restart from disk (a new coordinator epoch),
                     torn tails, compaction, a legacy journal at start, trace validation
+``Pipelined*``      ``PipelinedMasterMachine`` and ``PipelinedSystemMachine``: the two above at
+                    pipeline depth 2 with generation fencing (issue 12): two dispatches per
+                    rank, results presenting their generation or none, older generations
+                    delivered after a re-dispatch, duplicated, reordered, across a restart
 ==================  ==========================================================================
 
 Rule names are the model's action names in snake_case (``dispatch_work`` is ``DispatchWork``);
@@ -49,6 +53,7 @@ from leasefence.conformance import strategies as gen
 from leasefence.conformance.coverage import COVERAGE
 from leasefence.conformance.refinement import (
     Environment,
+    GenerationNames,
     TickClock,
     coordinator_state,
     journal_state,
@@ -69,7 +74,7 @@ from leasefence.model import journal as jo
 from leasefence.model import system as sy
 from leasefence.model.check import changes
 from leasefence.model.rules import CLOCK_UNIX
-from leasefence.model.state import State, get
+from leasefence.model.state import Dispatch, State, get
 from leasefence.model.system import Bounds
 
 #: Where a failing step saves the steps that led to it as a scenario file (unset: nowhere).
@@ -119,6 +124,7 @@ class _Conformance(RuleBasedStateMachine):
             wall=self.clock.now,
             mono=self.env.mono,
             net=self.env.net,
+            gnet=self.env.gnet,
             dups=self.env.dups,
             reboots=self.env.reboots,
             rollbacks=self.env.rollbacks,
@@ -774,6 +780,15 @@ def _result_worker(work: Work) -> Outcome:
     return Outcome(True, 1.0, {})
 
 
+#: A result in flight: (rank, work, model generation). The generation is 0 under rank fencing
+#: (the model's ``net`` holds ``(rank, work)``) and the dispatch's under generation fencing (the
+#: model's ``gnet`` holds the triple itself).
+Message = tuple[int, str, int]
+
+#: The depth-2 case of a result overtaking the result of its rank's older dispatch.
+REORDERED = "result reordered on one rank"
+
+
 class MasterMachine(_Conformance):
     """The ``Master`` (journal, coordinator, reservations) against ``model.system``.
 
@@ -781,10 +796,19 @@ class MasterMachine(_Conformance):
     decoded, run by the worker function) and its RESULT is held; a ``deliver_result`` rule hands
     any result in flight to the master through ``transport.deliver``, possibly late, again
     (duplicated), failed, or reporting another state ID or none.
+
+    ``BOUNDS.pipeline`` and ``BOUNDS.fence`` set the master's depth and owner token (F314's
+    one dispatch per rank fenced by the rank here; ``PipelinedMasterMachine`` runs depth 2 with
+    generations). Under generation fencing a result in flight is ``(rank, work, generation)``,
+    and it presents its generation or none (an old-protocol worker); ``names`` pairs each
+    implementation token with the model generation of the same dispatch, bound as the dispatch
+    succeeds, so that both sides' states compare.
     """
 
     NAME = "master"
     BOUNDS = gen.MASTER_BOUNDS
+    #: Whether the run's trace is validated at the end (the system machines).
+    VALIDATES_TRACE: ClassVar[bool] = False
 
     def __init__(self, start: int = gen.START) -> None:
         super().__init__(start)
@@ -792,10 +816,17 @@ class MasterMachine(_Conformance):
         self.snapshot_path = self.dir / "snapshot.json"
         self.master: Master | None = None
         self.transport = InProcessTransport(_result_worker, gen.RANKS)
-        self.outbox: dict[tuple[int, str], Envelope] = {}
-        self.sent_attempt: dict[tuple[int, str], int] = {}
-        self.sent_epoch: dict[tuple[int, str], int] = {}
-        self.delivered: set[tuple[int, str]] = set()
+        self.names = GenerationNames()
+        self.outbox: dict[Message, Envelope] = {}
+        self.sent_attempt: dict[Message, int] = {}
+        self.sent_epoch: dict[Message, int] = {}
+        self.delivered: set[Message] = set()
+        #: Results in flight from a rank that held two dispatches when the master restarted.
+        self.pipelined_at_restart: set[Message] = set()
+        #: What each result delivered and kept in flight (duplicated) presented.
+        self.presented_as: dict[Message, int] = {}
+        #: The newest model generation each work ID was dispatched with.
+        self.newest: dict[str, int] = {}
         self.trace: TraceWriter | None = None
 
     # -- plumbing --------------------------------------------------------------------------
@@ -805,7 +836,7 @@ class MasterMachine(_Conformance):
         return self.master
 
     def impl_state(self) -> State:
-        return master_state(self.master_(), self.environment())
+        return master_state(self.master_(), self.environment(), self.names)
 
     def close_impl(self) -> None:
         if self.master is not None:
@@ -824,13 +855,15 @@ class MasterMachine(_Conformance):
             clock=self.clock,
             trace=self.trace,
             reservation_limits=gen.RESERVATION_LIMITS,
+            pipeline=self.BOUNDS.pipeline,
+            fence=self.BOUNDS.fence,
         )
 
     def compare(self, action: str, args: tuple[object, ...]) -> None:
         super().compare(action, args)
         held = self.master_().reservations.held()
         expected: dict[tuple[str, str], int] = {}
-        for d in self.master_().active.values():
+        for _, d in self.master_().dispatches():
             for key in d.reservations:
                 expected[key] = expected.get(key, 0) + 1
         if held != expected:
@@ -838,6 +871,25 @@ class MasterMachine(_Conformance):
                 f"after {action}{args} the master holds reservations {held}, its active "
                 f"dispatches account for {expected}"
             )
+
+    def in_flight(self) -> list[Message]:
+        """The model's results in flight, sorted: ``net`` (generation 0), then ``gnet``."""
+        return [(r, w, 0) for r, w in sorted(self.m.net)] + sorted(self.m.gnet)
+
+    def free_ranks(self) -> list[int]:
+        """The ranks with a free dispatch slot (at depth 1: the idle ranks)."""
+        return [r for r in gen.RANKS if len(sy.dispatches_of(self.m, r)) < self.BOUNDS.pipeline]
+
+    def consulted(self, rank: int, work: str, presented: int) -> Dispatch | None:
+        """The rank's dispatch the master checks a result against (the model's lookup): the one
+        of the presented generation, or with none presented of the result's work ID; failing
+        that, on a rank whose every slot is taken, its oldest (the result is stale). At depth 1:
+        the rank's one active dispatch."""
+        mine = sy.dispatches_of(self.m, rank)
+        for d in mine:
+            if (d.gen == presented) if presented else (d.work == work):
+                return d
+        return mine[0] if len(mine) >= self.BOUNDS.pipeline else None
 
     @initialize()
     def open(self) -> None:
@@ -865,7 +917,7 @@ class MasterMachine(_Conformance):
         refuse = self._reservation_refusal(work)
 
         def model() -> object:
-            if get(self.m.active, rank) is not None:
+            if len(sy.dispatches_of(self.m, rank)) >= self.BOUNDS.pipeline:
                 return "RankBusy"
             out, self.m = sy.dispatch_work(self.m, work, rank, self.BOUNDS, refuse)
             return (out.ok, out.taken, out.refused, out.undone)
@@ -898,75 +950,156 @@ class MasterMachine(_Conformance):
             }.get(str(refused))
             if name:
                 self.case(name)
+            if got[0] and len(sy.dispatches_of(self.m, rank)) > 1:
+                self.case("two dispatches on one rank")
         else:
             self.case("rank busy")
 
     def send(self, rank: int, work: str) -> None:
-        """Send the WORK over the in-process transport and hold its RESULT in the network."""
-        item = self.master_().catalogue[WorkId(work)]
-        self.transport.send(Rank(rank), item.work())
+        """Pair the new dispatch's generations (implementation and model), send its WORK over
+        the in-process transport and hold its RESULT in the network."""
+        stored = next(d for d in sy.dispatches_of(self.m, rank) if d.work == work)
+        ours = next(d for r, d in self.master_().dispatches(Rank(rank)) if d.work_id == work)
+        self.names.bind(rank, ours.generation, stored.gen)
+        self.newest[work] = max(self.newest.get(work, 0), stored.gen)
+        message = self.master_().work_message(Rank(rank), WorkId(work))
+        self.transport.send(Rank(rank), message)
         replies = [e for _, e in self.transport.queue if e.source == rank]
         self.transport.queue = [(t, e) for t, e in self.transport.queue if e.source != rank]
         assert len(replies) == 1, replies
-        self.outbox[rank, work] = replies[0]
-        self.env.net = self.env.net | {(rank, work)}
-        self.sent_attempt[rank, work] = get(self.m.journal.attempts, work) or 0
-        self.sent_epoch[rank, work] = self.m.coordinator.epoch
-        stored = get(self.m.active, rank)
-        assert stored is not None
-        # The WORK message carries the task the master stored (what a v1 worker echoes).
-        sent = decode(*wire_encode(item.work()), FROM_MASTER)
+        key = (rank, work, stored.gen)
+        self.outbox[key] = replies[0]
+        if self.BOUNDS.generations:
+            self.env.gnet = self.env.gnet | {key}
+        else:
+            self.env.net = self.env.net | {(rank, work)}
+        self.sent_attempt[key] = get(self.m.journal.attempts, work) or 0
+        self.sent_epoch[key] = self.m.coordinator.epoch
+        # The WORK message carries the task the master stored (what a v1 worker echoes) and the
+        # dispatch's generation (none under rank fencing).
+        sent = decode(*wire_encode(message), FROM_MASTER)
         assert isinstance(sent, Work)
         assert sent.state_task_id == stored.task
+        assert self.names.name(rank, sent.generation) == stored.gen
 
     # -- DeliverResult ---------------------------------------------------------------------
 
     def do_deliver_result(
-        self, rank: int, work: str, reported: str | None, ok: bool, keep: bool
+        self,
+        rank: int,
+        work: str,
+        reported: str | None,
+        ok: bool,
+        keep: bool,
+        generation: int = 0,
+        presented: int | None = None,
     ) -> None:
-        """DeliverResult(r, w, t, ok, keep): a result in flight reaches the master (through
-        ``transport.deliver``, which decodes it); with ``keep`` it stays in flight (duplicated)."""
-        assert (rank, work) in self.m.net, f"no result of ({rank}, {work}) is in flight"
-        disp = get(self.m.active, rank)
+        """DeliverResult(r, w, g, t, ok, keep, p): a result in flight reaches the master (through
+        ``transport.deliver``, which decodes it); with ``keep`` it stays in flight (duplicated).
+        ``generation`` is the message's (0 under rank fencing); it presents ``presented``
+        (default: its own; 0: none, an old-protocol worker)."""
+        p = generation if presented is None else presented
+        key = (rank, work, generation)
+        assert key in self.in_flight(), f"no result of {key} is in flight"
+        disp = self.consulted(rank, work, p)
         lease = get(self.m.journal.leases, work)
         if disp is not None and reported is not None and reported != disp.task:
             self.case("wrong-ID result")
         if reported is None:
             self.case("old-protocol result")
-        if keep or (rank, work) in self.delivered:
+        if keep or key in self.delivered:
             self.case("duplicated result")
-        if disp is not None and disp.work != work:
-            self.case("stale result")
         attempts = get(self.m.journal.attempts, work) or 0
-        if lease is not None and attempts > self.sent_attempt.get((rank, work), attempts):
+        if lease is not None and attempts > self.sent_attempt.get(key, attempts):
             self.case("late result after reclaim and re-lease")
-        if self.sent_epoch.get((rank, work), self.m.coordinator.epoch) < self.m.coordinator.epoch:
+        if self.sent_epoch.get(key, self.m.coordinator.epoch) < self.m.coordinator.epoch:
             self.case("late result across a restart")
+            if key in self.pipelined_at_restart:
+                self.case("late result across a restart with two dispatches on its rank")
         if not ok:
             self.case("failed result")
+        pipelined = self.pipelined_cases(key, p)
 
         def model() -> object:
-            out, self.m = sy.deliver_result(self.m, rank, work, reported, ok, self.BOUNDS, keep)
+            out, self.m = sy.deliver_result(
+                self.m, rank, work, reported, ok, self.BOUNDS, keep, generation, p
+            )
             return (out.stale, out.task, out.mismatch, out.work_ok, out.state_ok)
 
         def impl() -> object:
-            original = self.outbox.get((rank, work))
+            original = self.outbox.get(key)
             env: Envelope
-            if original is not None and ok and reported == self.BOUNDS.task(work):
+            if (
+                original is not None
+                and ok
+                and reported == self.BOUNDS.task(work)
+                and p == generation
+            ):
                 env = original  # the bytes the worker sent
             else:
-                result = Result(WorkId(work), StateTaskId(reported) if reported else None, ok, 1.0)
+                result = Result(
+                    WorkId(work),
+                    StateTaskId(reported) if reported else None,
+                    ok,
+                    1.0,
+                    generation=self.impl_generation(rank, p),
+                )
                 env = Envelope(rank, *wire_encode(result))
             out = deliver(self.master_(), env)
             assert out is not None, "a well-formed RESULT was dropped as malformed"
             if keep:
                 self.env.dups += 1
+            elif self.BOUNDS.generations:
+                self.env.gnet = self.env.gnet - {key}
             else:
                 self.env.net = self.env.net - {(rank, work)}
             return (out.stale, out.task, out.mismatch, out.work_ok, out.state_ok)
 
-        self.step("deliver_result", (rank, work, reported, ok, keep), model, impl)
-        self.delivered.add((rank, work))
+        args: tuple[object, ...] = (rank, work, reported, ok, keep)
+        if self.BOUNDS.generations:
+            args += (generation, p)
+        got = self.step("deliver_result", args, model, impl)
+        assert isinstance(got, tuple)
+        stale, work_ok = got[0], got[3]
+        if stale:
+            self.case("stale result")
+        for name in pipelined:
+            if name == REORDERED:
+                if not stale:
+                    self.case(name)
+            elif stale or not work_ok:
+                self.case(f"{name} refused")
+        self.delivered.add(key)
+        if keep:
+            self.presented_as.setdefault(key, p)
+
+    def impl_generation(self, rank: int, model_gen: int) -> tuple[int, int] | None:
+        """The implementation's generation of ``rank`` named ``model_gen`` (0: none)."""
+        if not model_gen:
+            return None
+        token = self.names.tokens[model_gen]
+        assert token[0] == rank, f"model generation {model_gen} is rank {token[0]}'s, not {rank}'s"
+        return (token[1], token[2])
+
+    def pipelined_cases(self, key: Message, presented: int) -> list[str]:
+        """The depth-2 cases a delivery of ``key`` presenting ``presented`` is; the caller books
+        each once it sees the outcome (a reordered result must be taken, the others refused)."""
+        if not self.BOUNDS.generations:
+            return []
+        rank, work, generation = key
+        mine = sy.dispatches_of(self.m, rank)
+        names = []
+        own = Dispatch(work, self.BOUNDS.task(work), generation)
+        if own in mine and any(d.gen < generation for d in mine):
+            names.append(REORDERED)
+        if not presented:
+            self.case("result without a generation")
+            return names
+        if any(d.work == work and d.gen > generation for d in mine):
+            names.append("older-generation result after re-dispatch to the same rank")
+        if key in self.delivered and self.newest.get(work, 0) > generation:
+            names.append("duplicated result across generations")
+        return names
 
     # -- ReclaimExpired --------------------------------------------------------------------
 
@@ -990,52 +1123,92 @@ class MasterMachine(_Conformance):
     @rule(data=st.data())
     def dispatch_work(self, data: st.DataObject) -> None:
         # Bias: a work ID whose earlier lease ended while its result is still in flight, sent to
-        # an idle rank other than the one that will deliver it late.
+        # a rank with a free slot other than the one that will deliver it late (beyond depth 1
+        # also to that very rank: its old result then has an older generation than its work).
+        flying = self.in_flight()
         orphans = sorted(
-            {w for r, w in self.m.net if get(self.m.journal.leases, w) is None}
+            {w for _, w, _ in flying if get(self.m.journal.leases, w) is None}
             - self.m.journal.completed
         )
         works = (
             st.one_of(st.sampled_from(orphans), gen.master_works) if orphans else gen.master_works
         )
         work = data.draw(works, label="work")
-        idle = [r for r in gen.RANKS if get(self.m.active, r) is None]
-        fresh = [r for r in idle if (r, work) not in self.m.net]
-        choices = [st.sampled_from(x) for x in (fresh, idle) if x]
+        free = self.free_ranks()
+        sent = {r for r, w, _ in flying if w == work}
+        groups = [[r for r in free if r not in sent], free]
+        if self.BOUNDS.pipeline > 1:
+            groups.insert(0, [r for r in free if r in sent])
+        choices = [st.sampled_from(x) for x in groups if x]
         rank = data.draw(st.one_of(*choices, gen.ranks), label="rank")
         self.do_dispatch_work(work, rank)
 
-    @precondition(lambda self: bool(self.m.net))
+    def draw_presented(self, data: st.DataObject, key: Message) -> int:
+        """The generation the result ``key`` presents: under rank fencing its own (0, nothing is
+        drawn); under generation fencing its own or none (an old-protocol worker).
+
+        Where the run's trace is validated (``VALIDATES_TRACE``), only what the trace can
+        explain: the trace records what a result presents, not which message in flight it was
+        nor whether it stayed in flight, and the validator takes a result without a generation
+        for the oldest in flight of its rank and work, and a copy of a duplicated result to
+        present what the first copy did (the bytes a network duplicates are the same). So there
+        a result presents none only when it is that oldest message, and a copy presents as its
+        first copy did (see also ``may_keep``). Elsewhere any choice.
+        """
+        rank, work, generation = key
+        if not self.BOUNDS.generations:
+            return generation
+        presented = data.draw(gen.presented_for(generation), label="presented")
+        if not self.VALIDATES_TRACE:
+            return presented
+        if key in self.presented_as:
+            return self.presented_as[key]
+        oldest = min(g for r, w, g in self.in_flight() if (r, w) == (rank, work))
+        return presented if generation == oldest else generation
+
+    def may_keep(self, presented: int) -> bool:
+        """Whether a delivery presenting ``presented`` may stay in flight (be duplicated).
+        Always, except a result without a generation where the trace is validated: the
+        validator takes such a result for a copy only when another delivery about its rank and
+        work comes before their next dispatch, which a copy crossing a re-dispatch does not."""
+        return not (self.VALIDATES_TRACE and self.BOUNDS.generations and presented == 0)
+
+    @precondition(lambda self: bool(self.m.net or self.m.gnet))
     @rule(data=st.data())
     def deliver_result(self, data: st.DataObject) -> None:
-        rank, work = data.draw(st.sampled_from(sorted(self.m.net)), label="in flight")
+        rank, work, g = data.draw(st.sampled_from(self.in_flight()), label="in flight")
         right = self.BOUNDS.task(work)
         reported = data.draw(gen.reports_for(right), label="reported")
         ok = data.draw(st.booleans(), label="ok")
         keep = data.draw(st.sampled_from((False, False, True)), label="keep")
-        self.do_deliver_result(rank, work, reported, ok, keep)
+        presented = self.draw_presented(data, (rank, work, g))
+        keep = keep and self.may_keep(presented)
+        self.do_deliver_result(rank, work, reported, ok, keep, g, presented)
 
-    def late_results(self) -> list[tuple[int, str]]:
+    def late_results(self) -> list[Message]:
         """Results in flight that are late: their lease ended and another dispatch holds their
-        work now, or their rank has moved on to other work (a stale result)."""
+        work now, or their own dispatch has ended while their rank holds another (at depth 1:
+        their rank has moved on to other work, a stale result)."""
         late = []
-        for r, w in sorted(self.m.net):
-            disp = get(self.m.active, r)
+        for r, w, g in self.in_flight():
             relet = get(self.m.journal.leases, w) is not None and (
                 get(self.m.journal.attempts, w) or 0
-            ) > self.sent_attempt.get((r, w), 1 << 30)
-            if relet or (disp is not None and disp.work != w):
-                late.append((r, w))
+            ) > self.sent_attempt.get((r, w, g), 1 << 30)
+            mine = sy.dispatches_of(self.m, r)
+            own = any(d.work == w and d.gen == g for d in mine)
+            if relet or (mine and not own):
+                late.append((r, w, g))
         return late
 
     @precondition(lambda self: bool(self.late_results()))
     @rule(data=st.data())
     def late_deliver_result(self, data: st.DataObject) -> None:
         """DeliverResult of a result whose lease was reclaimed and given to another dispatch."""
-        rank, work = data.draw(st.sampled_from(self.late_results()), label="late result")
+        rank, work, g = data.draw(st.sampled_from(self.late_results()), label="late result")
         reported = data.draw(gen.reports_for(self.BOUNDS.task(work)), label="reported")
         ok = data.draw(st.booleans(), label="ok")
-        self.do_deliver_result(rank, work, reported, ok, False)
+        presented = self.draw_presented(data, (rank, work, g))
+        self.do_deliver_result(rank, work, reported, ok, False, g, presented)
 
     @rule()
     def reclaim_expired(self) -> None:
@@ -1049,6 +1222,7 @@ class SystemMachine(MasterMachine):
 
     NAME = "system"
     BOUNDS = gen.MASTER_BOUNDS
+    VALIDATES_TRACE = True
 
     def __init__(self, start: int = gen.START) -> None:
         super().__init__(start)
@@ -1065,7 +1239,14 @@ class SystemMachine(MasterMachine):
         (LegacyRecord(w, r)); opening them is RestartMaster."""
         self.log.append({"action": "open", "args": [list(legacy) if legacy else None]})
         task_of = {str(i.work_id): str(i.state_task_id) for i in gen.CATALOGUE}
-        self.trace = TraceWriter(self.trace_path, ttl=gen.TTL, ranks=gen.RANKS, task_of=task_of)
+        self.trace = TraceWriter(
+            self.trace_path,
+            ttl=gen.TTL,
+            ranks=gen.RANKS,
+            task_of=task_of,
+            pipeline=self.BOUNDS.pipeline,
+            fence=self.BOUNDS.fence,
+        )
         if legacy is not None:
             work, worker, stamp = legacy
             StateShardCoordinator(self.snapshot_path, clock=self.clock)  # epoch 1, saved
@@ -1079,10 +1260,20 @@ class SystemMachine(MasterMachine):
         self.opened = True
         self.compare("open", (legacy,))
 
+    def killing(self) -> None:
+        """Book a master kill: the results in flight of ranks holding two dispatches (beyond
+        depth 1) will be late across the restart."""
+        full = [r for r in gen.RANKS if len(sy.dispatches_of(self.m, r)) > 1]
+        if full:
+            self.case("master restart with two dispatches on one rank")
+        mine = {(r, d.work, d.gen) for r in full for d in sy.dispatches_of(self.m, r)}
+        self.pipelined_at_restart |= mine & set(self.in_flight())
+
     def do_restart_master(self) -> None:
         """RestartMaster: ``Master.restart_master`` closes the master (its memory is lost) and
         opens a new one on the same journal and snapshot: a new epoch, then recovery."""
         self.recovering()
+        self.killing()
         if self.m.active:
             self.case("master restart with active dispatches")
 
@@ -1099,22 +1290,25 @@ class SystemMachine(MasterMachine):
         self.step("restart_master", (), model, impl)
 
     def would_be_record(self, work: str, worker: int) -> bytes:
-        return encode_record(
-            {
-                "event": "lease",
-                "work_id": work,
-                "worker": worker,
-                "updated": float(self.clock.now),
-                "clock": CLOCK_UNIX,
-                "attempt": (get(self.m.journal.attempts, work) or 0) + 1,
-            }
-        )
+        body: dict[str, Any] = {
+            "event": "lease",
+            "work_id": work,
+            "worker": worker,
+            "updated": float(self.clock.now),
+            "clock": CLOCK_UNIX,
+            "attempt": (get(self.m.journal.attempts, work) or 0) + 1,
+        }
+        if self.BOUNDS.generations:
+            # Any generation of this epoch: the record never completes, only its shape matters.
+            body["generation"] = [self.m.coordinator.epoch, 1]
+        return encode_record(body)
 
     def do_torn_tail(self, work: str, worker: int, cut: int) -> None:
         """The master is killed in the middle of appending a record it never acknowledged (the
         first ``cut`` bytes reach the file), then restarted: exactly RestartMaster."""
         self.case("torn tail")
         self.recovering()
+        self.killing()
         record = self.would_be_record(work, worker)
         assert 0 < cut < len(record) - 1
 
@@ -1179,6 +1373,138 @@ class SystemMachine(MasterMachine):
         self.do_compact_journal()
 
 
+# ==============================================================================================
+# Pipelined dispatch (issue 12): the same machines at depth 2 with generation fencing
+
+
+class _PipelinedRules(MasterMachine):
+    """What only the pipelined machines add: depth 2 with generation fencing, and rules that
+    steer towards its cases, each one model action (named ``<when>_<action>`` like
+    ``late_deliver_result``). They live here, not in ``MasterMachine``, because even a rule that
+    is never enabled changes which examples a seed draws, and the depth-1 machines must run
+    exactly as before."""
+
+    BOUNDS = gen.PIPELINED_BOUNDS
+
+    def orphans(self) -> list[Message]:
+        """Results in flight whose dispatch has ended, with their work free again (neither
+        leased nor completed) and their rank with a free slot."""
+        free = self.free_ranks()
+        return [
+            (r, w, g)
+            for r, w, g in self.in_flight()
+            if r in free
+            and get(self.m.journal.leases, w) is None
+            and w not in self.m.journal.completed
+        ]
+
+    @precondition(lambda self: bool(self.orphans()))
+    @rule(data=st.data())
+    def same_rank_dispatch_work(self, data: st.DataObject) -> None:
+        """DispatchWork of a work ID to the rank whose result of its ended dispatch is still in
+        flight: that result now has an older generation than its work's new dispatch."""
+        rank, work, _ = data.draw(st.sampled_from(self.orphans()), label="orphan")
+        self.do_dispatch_work(work, rank)
+
+    def second_slots(self) -> list[tuple[str, int]]:
+        """(work, rank) pairs for filling a rank's second slot: ranks holding one dispatch, and
+        work IDs neither leased nor completed whose state task no active lease holds."""
+        half = [r for r in gen.RANKS if len(sy.dispatches_of(self.m, r)) == 1]
+        busy = {t for t, x in self.m.coordinator.leases if x.epoch == self.m.coordinator.epoch}
+        works = [
+            w
+            for w in self.BOUNDS.works
+            if get(self.m.journal.leases, w) is None
+            and w not in self.m.journal.completed
+            and self.BOUNDS.task(w) not in busy
+        ]
+        return [(w, r) for r in half for w in works]
+
+    @precondition(lambda self: bool(self.second_slots()))
+    @rule(data=st.data())
+    def second_slot_dispatch_work(self, data: st.DataObject) -> None:
+        """DispatchWork to a rank that already holds a dispatch: it then holds two."""
+        work, rank = data.draw(st.sampled_from(self.second_slots()), label="second slot")
+        self.do_dispatch_work(work, rank)
+
+    def overtaking(self) -> list[Message]:
+        """Results in flight of a rank's newer dispatch while its older one is still active."""
+        out = []
+        for r, w, g in self.in_flight():
+            mine = sy.dispatches_of(self.m, r)
+            if Dispatch(w, self.BOUNDS.task(w), g) in mine and any(d.gen < g for d in mine):
+                out.append((r, w, g))
+        return out
+
+    @precondition(lambda self: bool(self.overtaking()))
+    @rule(data=st.data())
+    def reordered_deliver_result(self, data: st.DataObject) -> None:
+        """DeliverResult of a rank's newer dispatch before the result of its older one."""
+        rank, work, g = data.draw(st.sampled_from(self.overtaking()), label="overtaking")
+        reported = data.draw(gen.reports_for(self.BOUNDS.task(work)), label="reported")
+        ok = data.draw(st.booleans(), label="ok")
+        keep = data.draw(st.sampled_from((False, False, True)), label="keep")
+        presented = self.draw_presented(data, (rank, work, g))
+        keep = keep and self.may_keep(presented)
+        self.do_deliver_result(rank, work, reported, ok, keep, g, presented)
+
+    def copies(self) -> list[Message]:
+        """Results in flight that were delivered before (the copies of duplicated results)."""
+        return [k for k in self.in_flight() if k in self.delivered]
+
+    @precondition(lambda self: bool(self.copies()))
+    @rule(data=st.data())
+    def duplicated_deliver_result(self, data: st.DataObject) -> None:
+        """DeliverResult of the copy of a duplicated result, often after its work was
+        dispatched again with a newer generation."""
+        key = data.draw(st.sampled_from(self.copies()), label="copy")
+        rank, work, g = key
+        reported = data.draw(gen.reports_for(self.BOUNDS.task(work)), label="reported")
+        ok = data.draw(st.booleans(), label="ok")
+        presented = self.draw_presented(data, key)
+        self.do_deliver_result(rank, work, reported, ok, False, g, presented)
+
+    def from_before_restart(self) -> list[Message]:
+        """Results in flight from a rank that held two dispatches when the master restarted."""
+        return [k for k in self.in_flight() if k in self.pipelined_at_restart]
+
+    @precondition(lambda self: bool(self.from_before_restart()))
+    @rule(data=st.data())
+    def across_restart_deliver_result(self, data: st.DataObject) -> None:
+        """DeliverResult of a result sent before a restart that ended two dispatches of its
+        rank (in the master machine, which never restarts, never enabled)."""
+        key = data.draw(st.sampled_from(self.from_before_restart()), label="from before restart")
+        rank, work, g = key
+        reported = data.draw(gen.reports_for(self.BOUNDS.task(work)), label="reported")
+        ok = data.draw(st.booleans(), label="ok")
+        presented = self.draw_presented(data, key)
+        self.do_deliver_result(rank, work, reported, ok, False, g, presented)
+
+
+class PipelinedMasterMachine(_PipelinedRules, MasterMachine):
+    """``MasterMachine`` at pipeline depth 2 with generation fencing: a rank holds two
+    dispatches at once, results present their generation (or none), and a result of an older
+    generation, duplicated or delivered after its work went to the same rank again, is refused."""
+
+    NAME = "master-pipelined"
+
+
+class PipelinedSystemMachine(_PipelinedRules, SystemMachine):
+    """``SystemMachine`` at pipeline depth 2 with generation fencing: restarts with two
+    dispatches in flight on one rank, whose results arrive late; the trace is validated at
+    depth 2."""
+
+    NAME = "system-pipelined"
+
+
 MACHINES: dict[str, type[_Conformance]] = {
-    m.NAME: m for m in (JournalMachine, CoordinatorMachine, MasterMachine, SystemMachine)
+    m.NAME: m
+    for m in (
+        JournalMachine,
+        CoordinatorMachine,
+        MasterMachine,
+        SystemMachine,
+        PipelinedMasterMachine,
+        PipelinedSystemMachine,
+    )
 }

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from leasefence.impl.wire import StateTaskId, WorkId
 from leasefence.impl.workload import WorkItem
-from leasefence.model.system import Bounds
+from leasefence.model.system import FENCE_GENERATION, FENCE_RANK, Bounds
 
 #: Three work IDs as the journal requires them (64 hexadecimal characters).
 A, B, C = "a" * 64, "b" * 64, "0123456789abcdef" * 4
@@ -52,8 +52,13 @@ def bounds(
     works: tuple[tuple[str, str], ...],
     ranks: tuple[int, ...] = RANKS,
     ttl: int = TTL,
+    *,
+    pipeline: int = 1,
+    fence: str = FENCE_RANK,
 ) -> Bounds:
-    """Bounds for checking invariants along unbounded runs: the world's IDs and TTL, no limits."""
+    """Bounds for checking invariants along unbounded runs: the world's IDs and TTL, no limits;
+    F314's one dispatch per rank fenced by the rank alone unless ``pipeline``/``fence`` say
+    otherwise."""
     return Bounds(
         task_of=works,
         ranks=ranks,
@@ -65,6 +70,8 @@ def bounds(
         max_attempts=_BIG,
         max_leases=_BIG,
         max_dups=_BIG,
+        pipeline=pipeline,
+        fence=fence,
     )
 
 
@@ -74,6 +81,9 @@ JOURNAL_BOUNDS = bounds(tuple((w, f"task-of-{w[:4]}") for w in JOURNAL_WORKS))
 COORDINATOR_BOUNDS = bounds(tuple((f"work-of-{t}", t) for t in TASKS))
 #: Bounds of the master and system machines.
 MASTER_BOUNDS = bounds(tuple((str(i.work_id), str(i.state_task_id)) for i in CATALOGUE))
+#: Bounds of their pipelined variants (issue 12): two dispatches per rank at once, each with a
+#: generation that fences its leases and travels with its WORK and RESULT.
+PIPELINED_BOUNDS = bounds(MASTER_BOUNDS.task_of, pipeline=2, fence=FENCE_GENERATION)
 
 journal_works = st.sampled_from(JOURNAL_WORKS)
 tasks = st.sampled_from(TASKS)
@@ -95,6 +105,12 @@ def reports_for(right: str) -> st.SearchStrategy[str | None]:
     """What a worker reports as its state task: the right one, nothing (the old protocol), an
     unknown one, or any real task (often another one: a wrong ID)."""
     return st.one_of(st.just(right), st.none(), st.just(WRONG_TASK), st.sampled_from(TASKS))
+
+
+def presented_for(generation: int) -> st.SearchStrategy[int]:
+    """The generation a RESULT presents under generation fencing: mostly its own (the worker
+    echoes its WORK's), sometimes none (``0``: a worker of the old protocol)."""
+    return st.sampled_from((generation, generation, 0))
 
 
 def candidates(past_owners: set[int]) -> st.SearchStrategy[int]:

@@ -18,7 +18,14 @@ pytestmark = pytest.mark.conformance
 
 #: Steps per example: enough for the multi-step cases (lease, expire, reclaim, re-lease, late
 #: result) to occur in most examples, small enough that the ci profile stays well under a minute.
-STEPS = {"journal": 60, "coordinator": 40, "master": 80, "system": 80}
+STEPS = {
+    "journal": 60,
+    "coordinator": 40,
+    "master": 80,
+    "system": 80,
+    "master-pipelined": 120,
+    "system-pipelined": 80,
+}
 
 
 def run_machine(name: str) -> None:
@@ -49,3 +56,15 @@ def test_the_whole_system_agrees_with_the_model_through_restarts_torn_tails_and_
     None
 ):
     run_machine("system")
+
+
+def test_the_pipelined_master_refuses_older_generations_duplicated_reordered_or_without_one() -> (
+    None
+):
+    run_machine("master-pipelined")
+
+
+def test_the_pipelined_system_agrees_with_the_model_when_a_restart_ends_two_dispatches_of_a_rank() -> (
+    None
+):
+    run_machine("system-pipelined")

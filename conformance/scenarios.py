@@ -12,7 +12,10 @@ A scenario is a small JSON document (``tests/scenarios/*.json``)::
 ``ReclaimExpired``, ``RestartMaster``, ``Tick``, ``RollbackClock``, ``Reboot``,
 ``CompactJournal``) or a fault of the conformance machines (``TornTail(w, r, cut)``), with the
 model checker's arguments; the work names ``w1`` .. ``w4`` are the catalogue's work IDs. Replay
-runs the steps through ``SystemMachine``, so every step is compared between model and
+runs the steps through the system machine ``machine`` names (``"system"``, the default, or
+``"system-pipelined"``: depth 2 with generation fencing, where ``DeliverResult`` takes the
+model checker's seven arguments ``(r, w, t, ok, keep, g, p)``: the message's generation and
+the one it presents, 0 for none), so every step is compared between model and
 implementation, the two-state properties are checked, and every invariant is checked after it;
 ``expect`` pins the outcome the fixed protocol must give (the step a defect gets wrong).
 A failing Hypothesis example is saved in this format when ``LEASEFENCE_SAVE_SCENARIOS=DIR`` is set.
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from leasefence.conformance import strategies as gen
-from leasefence.conformance.machines import SystemMachine
+from leasefence.conformance.machines import MACHINES, SystemMachine
 
 #: The model checker's work names, as the catalogue's work IDs (same tasks: w1, w2 -> s1).
 WORK_NAMES = {f"w{i}": str(item.work_id) for i, item in enumerate(gen.CATALOGUE, start=1)}
@@ -45,7 +48,12 @@ def _call(m: SystemMachine, action: str, args: list[Any]) -> None:
     steps: dict[str, Callable[[], None]] = {
         "DispatchWork": lambda: m.do_dispatch_work(_work(args[0]), int(args[1])),
         "DeliverResult": lambda: m.do_deliver_result(
-            int(args[0]), _work(args[1]), args[2], bool(args[3]), bool(args[4])
+            int(args[0]),
+            _work(args[1]),
+            args[2],
+            bool(args[3]),
+            bool(args[4]),
+            *(int(x) for x in args[5:7]),
         ),
         "ReclaimExpired": m.do_reclaim_expired,
         "RestartMaster": m.do_restart_master,
@@ -72,7 +80,10 @@ def replay(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Replay one scenario; raises on any disagreement, broken invariant or unmet ``expect``.
     Returns each step's outcome."""
     legacy = doc.get("legacy")
-    m = SystemMachine(start=int(doc.get("start", gen.START)))
+    machine = MACHINES.get(str(doc.get("machine", "system")))
+    if machine is None or not issubclass(machine, SystemMachine):
+        raise ValueError(f"a scenario replays on a system machine, not {doc.get('machine')!r}")
+    m = machine(start=int(doc.get("start", gen.START)))
     outcomes = []
     try:
         m.do_open((_work(legacy[0]), int(legacy[1]), int(legacy[2])) if legacy else None)

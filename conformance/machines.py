@@ -80,6 +80,19 @@ from leasefence.model.system import Bounds
 #: Where a failing step saves the steps that led to it as a scenario file (unset: nowhere).
 SAVE_ENV = "LEASEFENCE_SAVE_SCENARIOS"
 
+#: The scenario action (the TLA+ name, ``conformance.scenarios``) of each step a machine logs.
+SCENARIO_ACTIONS = {
+    "dispatch_work": "DispatchWork",
+    "deliver_result": "DeliverResult",
+    "reclaim_expired": "ReclaimExpired",
+    "restart_master": "RestartMaster",
+    "tick": "Tick",
+    "rollback_clock": "RollbackClock",
+    "reboot": "Reboot",
+    "compact_journal": "CompactJournal",
+    "torn_tail": "TornTail",
+}
+
 
 class ConformanceFailure(AssertionError):
     """The implementation and the model disagree, or one of them breaks an invariant."""
@@ -98,6 +111,7 @@ class _Conformance(RuleBasedStateMachine):
     def __init__(self, start: int = gen.START) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix=f"leasefence-{self.NAME}-"))
+        self.start = start
         self.clock = TickClock(start)
         self.env = Environment(wall=start, mono=start)
         self.m: State = sy.initial_state()._replace(wall=start, mono=start)
@@ -175,10 +189,23 @@ class _Conformance(RuleBasedStateMachine):
             )
 
     def save_scenario(self) -> None:
+        """Save the steps so far, the failing one last, as a scenario file (``SAVE_ENV``); one of
+        a system machine replays with ``conformance.scenarios.replay``."""
         directory = os.environ.get(SAVE_ENV)
         if not directory:
             return
-        doc = {"machine": self.NAME, "origin": "a failing Hypothesis example", "steps": self.log}
+        opened = [e["args"][0] if e["args"] else None for e in self.log if e["action"] == "open"]
+        doc = {
+            "machine": self.NAME,
+            "origin": "a failing Hypothesis example",
+            "start": self.start,
+            "legacy": opened[0] if opened else None,
+            "steps": [
+                {"action": SCENARIO_ACTIONS.get(e["action"], e["action"]), "args": e["args"]}
+                for e in self.log
+                if e["action"] != "open"
+            ],
+        }
         path = Path(directory) / f"{self.NAME}-failure.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc, indent=1) + "\n")

@@ -3,11 +3,17 @@ model and implementation, every invariant checked, and the outcome each step mus
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from leasefence.conformance.scenarios import replay
+from leasefence.conformance import strategies as gen
+from leasefence.conformance.machines import SAVE_ENV, ConformanceFailure, PipelinedSystemMachine
+from leasefence.conformance.scenarios import load, replay
+from leasefence.impl.master import Master
+from leasefence.impl.wire import Rank, Result
 
 pytestmark = pytest.mark.conformance
 
@@ -72,3 +78,46 @@ def test_a_duplicated_result_of_an_older_generation_is_refused_after_the_work_is
 def test_a_scenario_names_a_system_machine() -> None:
     with pytest.raises(ValueError, match="system machine"):
         replay({"machine": "journal", "steps": []})
+
+
+def test_a_failure_a_pipelined_machine_saves_replays_as_a_depth_two_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A planted bug (results looked up by work ID, the presented generation ignored) makes a
+    # step disagree; the machine saves the steps; the file replays at depth 2: it fails while
+    # the bug is in, and passes, with the step refused, once it is out.
+    handle_result = Master.handle_result
+
+    def ignoring_the_generation(self: Master, rank: Rank, result: Result) -> object:
+        return handle_result(self, rank, dataclasses.replace(result, generation=None))
+
+    monkeypatch.setenv(SAVE_ENV, str(tmp_path))
+    monkeypatch.setattr(Master, "handle_result", ignoring_the_generation)
+    m = PipelinedSystemMachine()
+    try:
+        m.do_open(None)
+        m.do_dispatch_work(gen.W1, 1)
+        m.do_deliver_result(1, gen.W1, gen.S1, False, True, 1, 1)
+        m.do_dispatch_work(gen.W1, 1)
+        with pytest.raises(ConformanceFailure, match="the implementation returned"):
+            m.do_deliver_result(1, gen.W1, gen.S1, True, False, 1, 1)
+    finally:
+        m.close_impl()  # closes the trace too: it ends in the disagreement, not validated
+        m.teardown()
+    doc = load(tmp_path / "system-pipelined-failure.json")
+    assert [s["action"] for s in doc["steps"]] == [
+        "DispatchWork",
+        "DeliverResult",
+        "DispatchWork",
+        "DeliverResult",
+    ]
+    with pytest.raises(ConformanceFailure):
+        replay(doc)
+    monkeypatch.undo()
+    assert replay(doc)[-1] == {
+        "stale": False,
+        "task": "s1",
+        "mismatch": False,
+        "work_ok": False,
+        "state_ok": False,
+    }

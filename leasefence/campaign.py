@@ -15,7 +15,9 @@ each on its own journal, snapshot, trace and event log. Faults:
 - for the whole run: delayed, duplicated and wrong-ID results (``--inject late,dup,wrong-id``;
   a held result overtaken by later ones is a reordering), concurrent candidates for the same
   work and state task (``--duplicate-candidates``, besides the workload's own variants of one
-  state task), journal compaction (``--compact-every``).
+  state task), journal compaction (``--compact-every``); beyond depth 1 also ``restart``, the
+  master restarted inside the running job every ``restart_every`` results (``--inject
+  restart``, ``impl.transport.RestartFault``), its workers and their results in flight alive.
 
 ``check_history`` then reads each build's trace, journal and event log offline and replays the
 trace through a lease ledger that follows F314's rules (who holds each work and state lease,
@@ -28,8 +30,9 @@ builds compared there are ``f314`` (generation fence, the run's default) and ``r
 (the same code with ``--fence rank``, unsafe by the model: ``leasefence model check --pipeline 2
 --fence rank``); ``pre-fix`` runs at depth N only when asked. The ledger then holds whole owner
 tokens and counts results across generations. The model's counterexample needs a result that
-crosses a master restart; in a campaign a restart is a new MPI job whose old workers died with
-the master, so ``rank-fence`` is a measurement, not a gate.
+crosses a master restart: a kill or reboot starts a new MPI job whose old workers died with the
+master, so only the in-job ``restart`` fault (on by default beyond depth 1) can reach it, and
+``rank-fence`` stays a measurement, not a gate.
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ SCHEDULED = ("kill", "reboot", "pause", "clock-forward", "clock-back")
 #: Faults injected throughout every job of a run.
 RUN_FAULTS = ("late", "dup", "wrong-id", "duplicate-candidates", "compaction", "torn-tail")
 INJECT = "late,dup,wrong-id"
+#: The in-job master restart (``leasefence run --inject restart``), a run fault beyond depth 1.
+IN_JOB_RESTART = "restart"
+#: Results handled between in-job restarts, beyond depth 1, unless a campaign says otherwise.
+RESTART_EVERY = 25
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,24 @@ class CampaignConfig:
     builds: tuple[str, ...] = BUILDS
     timeout: float = 150.0  # per build
     pipeline: int = 1  # dispatches a worker rank holds at once (``leasefence run --pipeline``)
+    # In-job master restarts every K results (``leasefence run --inject restart
+    # --restart-every K``); None: ``RESTART_EVERY`` beyond depth 1, none at depth 1; 0: none.
+    restart_every: int | None = None
+
+    @property
+    def in_job_restart_every(self) -> int:
+        """Results between in-job master restarts; 0 when the campaign has none."""
+        if self.restart_every is not None:
+            return self.restart_every
+        return RESTART_EVERY if self.pipeline != 1 else 0
+
+    def inject_args(self) -> list[str]:
+        """The ``--inject`` flags of every job: the worker faults, plus the in-job restart when
+        there is one (depth-1 command lines are unchanged)."""
+        every = self.in_job_restart_every
+        if not every:
+            return ["--inject", INJECT]
+        return ["--inject", f"{INJECT},{IN_JOB_RESTART}", "--restart-every", str(every)]
 
     @property
     def work_items(self) -> int:
@@ -204,6 +229,10 @@ class History:
     superseded_same_rank: int = 0
     same_rank_redispatches: int = 0
     ambiguous_commits: int = 0
+    # results of a dispatch that was running when the master restarted (only an in-job
+    # restart lets one arrive): refused (stale, or a refused commit) or accepted whole
+    restart_crossing_results: int = 0
+    restart_crossing_refused: int = 0
     examples: list[str] = field(default_factory=list)
 
     def note(self, text: str) -> None:
@@ -344,9 +373,11 @@ def check_history(
     its work's lease: duplicated, late or reordered past a reclaim or a newer dispatch), refused
     or accepted (an accepted one is a wrong-owner commit too), and *superseded* ones among them
     (their work re-dispatched under a newer generation, to the same rank or another);
-    re-dispatches of a work item to a rank still running it; and accepted results the rank
+    re-dispatches of a work item to a rank still running it; accepted results the rank
     alone cannot attribute (two unanswered dispatches of that work on that rank, no
-    generation presented).
+    generation presented); and results that crossed a master restart (their dispatch was
+    running when it restarted, which only an in-job restart lets them survive), refused (as
+    stale, or any commit refused) or not.
     """
     h = History()
     catalogue = set(works)
@@ -367,6 +398,7 @@ def check_history(
     completions: Counter[str] = Counter()
     lost: set[str] = set()
     reclaimed_while_running: set[_Dispatch] = set()
+    forgotten: set[tuple[int, str]] = set()  # (rank, work) running at the last restart
     order = 0
     last_now: float | None = None
     for ev in events:
@@ -429,6 +461,10 @@ def check_history(
                 g = found[1] if found is not None else last_gen.get((r, w))
             disp = (r, w, g)
             accepted = not ev.get("stale") and bool(ev.get("work_ok"))
+            if found is None and (r, w) in forgotten:
+                h.restart_crossing_results += 1
+                committed = ev.get("state_ok") or ev.get("task") is None
+                h.restart_crossing_refused += not (accepted and committed)
             tag = last_order.get(disp)
             holder = work.get(w)
             if presented is not None and (
@@ -529,6 +565,7 @@ def check_history(
                 if completions[w] == 0:
                     completions[w] += 1  # made durable by the killed master, not traced
             lost |= {w for (_, w, _) in running}
+            forgotten = {(r, w) for (r, w, _) in running}
             work = {}
             for w, (owner, updated, clock, *generation) in disk.get("leases", {}).items():
                 if reclaimable(float(updated), clock, now, ttl):
@@ -778,8 +815,7 @@ def run_build(
         str(events),
         "--clock-file",
         str(clock),
-        "--inject",
-        INJECT,
+        *config.inject_args(),
         "--inject-rate",
         str(config.inject_rate),
         "--duplicate-candidates",
@@ -866,7 +902,9 @@ def run_build(
                 run.unexpected_exits.append(f"job {run.jobs} exit {proc.returncode}: {tail}")
     run.seconds = time.time() - start
     _measure(run, events, start)
-    counts["compaction"] = sum(1 for e in read_ndjson(events) if e.get("kind") == "compact")
+    logged = read_ndjson(events)
+    counts["compaction"] = sum(1 for e in logged if e.get("kind") == "compact")
+    counts[IN_JOB_RESTART] = sum(1 for e in logged if e.get("kind") == "restart")
     run.fault_counts = dict(counts)
     run.history = _check(workdir, n, config.seed)
     h = run.history
@@ -1107,6 +1145,8 @@ class CampaignResult:
         extra = ["late", "dup", "reorder", "wrong-id", "duplicate-candidates", "compaction"]
         if any(k in ("kill", "reboot") for k in kinds):
             extra.append("torn-tail")
+        if self.config.in_job_restart_every:
+            extra.append(IN_JOB_RESTART)
         return kinds + extra
 
     def prefix_damaged(self) -> bool:
@@ -1243,6 +1283,14 @@ def _pipeline_rows(
         (
             "accepted results the rank alone cannot attribute",
             cells(lambda r: r.history.ambiguous_commits),
+        ),
+        (
+            "results across an in-job restart (refused)",
+            cells(
+                lambda r: (
+                    f"{r.history.restart_crossing_results} ({r.history.restart_crossing_refused})"
+                )
+            ),
         ),
     ]
 

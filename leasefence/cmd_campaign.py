@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from leasefence.argtypes import count, rate, seconds
+from leasefence.argtypes import count, nonneg, rate, seconds
 
 
 def register(sub: Any) -> None:
@@ -25,8 +25,10 @@ def register(sub: Any) -> None:
             "candidates for one work item and state task, journal compaction. Then checks each "
             "history offline (no work completed twice, no wrong-owner commit, every item "
             "completed once, traces valid against the model) and prints a table. With "
-            "--pipeline N > 1 every job runs at that depth, and the builds are F314 (fenced by "
-            "generation) and rank-fence (the same code with --fence rank), a measurement. Exit "
+            "--pipeline N > 1 every job runs at that depth, the master also restarts inside the "
+            "running job (its workers and their results in flight alive), and the builds are "
+            "F314 (fenced by generation) and rank-fence (the same code with --fence rank), a "
+            "measurement. Exit "
             "0 when F314 holds with every fault injected (beyond depth 1: and results across "
             "generations arrived and were refused) and the pre-fix build, if run, shows "
             "damage; 1 otherwise; 2 on bad usage."
@@ -63,6 +65,16 @@ def register(sub: Any) -> None:
             "dispatches a worker rank holds at once, passed to every job (default 1: F314 vs "
             "pre-fix). Beyond 1 the builds are F314 fenced by generation and F314 fenced by "
             "the rank alone (rank-fence, --fence rank), which the model says is unsafe"
+        ),
+    )
+    p.add_argument(
+        "--restart-every",
+        type=nonneg,
+        default=None,
+        metavar="K",
+        help=(
+            "in-job master restarts (leasefence run --inject restart): after every K results "
+            "handled; default 25 beyond depth 1, none at depth 1; 0: none"
         ),
     )
     p.add_argument(
@@ -115,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         worker=args.worker,
         builds=(args.only,) if args.only else default_builds(args.pipeline),
         pipeline=args.pipeline,
+        restart_every=args.restart_every,
     )
 
     def progress(line: str) -> None:

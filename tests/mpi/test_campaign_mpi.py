@@ -89,6 +89,10 @@ def test_f314_at_depth_two_refuses_every_result_across_generations_under_every_f
     assert h.superseded_results > 0
     assert h.cross_generation_refused == h.cross_generation_results
     assert h.cross_generation_accepted == 0
+    # The in-job restart (on beyond depth 1) forgot dispatches whose results then reached the
+    # new master, and each was refused (as stale, or its commit).
+    assert run.fault_counts.get("restart", 0) > 0
+    assert h.restart_crossing_results == h.restart_crossing_refused > 0
     assert pipelined_campaign.f314_ok()
 
 

@@ -11,7 +11,10 @@ import pytest
 from leasefence.campaign import (
     BUILDS,
     PIPELINE_BUILDS,
+    RESTART_EVERY,
     SCHEDULED,
+    CampaignConfig,
+    CampaignResult,
     build_args,
     check_history,
     coverage_auc,
@@ -370,6 +373,7 @@ def test_a_forgotten_dispatchs_result_whose_lease_survived_a_restart_is_its_owne
     assert h.wrong_owner_commits == 0
     assert h.cross_generation_results == 0
     assert h.wrong_owner_rejections == 1  # the state lease refused it
+    assert (h.restart_crossing_results, h.restart_crossing_refused) == (1, 1)
 
 
 def test_rank_fencing_at_depth_two_counts_the_models_counterexample_as_wrong_owner() -> None:
@@ -390,6 +394,7 @@ def test_rank_fencing_at_depth_two_counts_the_models_counterexample_as_wrong_own
     ]
     h = check_history([DEPTH2_RANK, *tail], [W1, W2])
     assert h.wrong_owner_commits == 1  # s1, taken by rank 1's dispatch of w2
+    assert (h.restart_crossing_results, h.restart_crossing_refused) == (1, 0)
     assert any(f"for work {W1[:12]}" in x and f"for work {W2[:12]}" in x for x in h.examples)
     # At depth 1 a rank holds one dispatch, and F314's ledger names it by the rank alone.
     assert check_history([HEADER, *tail], [W1, W2]).wrong_owner_commits == 0
@@ -460,6 +465,19 @@ def test_depth_one_command_lines_are_unchanged_and_depth_two_adds_pipeline_and_f
     assert build_args("rank-fence", 2) == ["--pipeline", "2", "--fence", "rank"]
     with pytest.raises(ValueError, match="unknown build"):
         build_args("post-fix", 2)
+
+
+def test_depth_one_injects_what_it_did_and_depth_two_adds_the_in_job_restart() -> None:
+    assert CampaignConfig().inject_args() == ["--inject", "late,dup,wrong-id"]
+    depth2 = CampaignConfig(pipeline=2)
+    assert depth2.inject_args() == [
+        "--inject", "late,dup,wrong-id,restart", "--restart-every", str(RESTART_EVERY),
+    ]  # fmt: skip
+    assert CampaignConfig(pipeline=2, restart_every=0).inject_args()[1] == "late,dup,wrong-id"
+    assert CampaignConfig(restart_every=4).inject_args()[-1] == "4"
+    faults = schedule(0, 5, 3, 1.0)
+    assert "restart" in CampaignResult(depth2, faults, {}).expected_faults()
+    assert "restart" not in CampaignResult(CampaignConfig(), faults, {}).expected_faults()
 
 
 def test_coverage_auc_is_the_normalised_area_under_the_step_curve() -> None:

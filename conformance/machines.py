@@ -834,8 +834,6 @@ class MasterMachine(_Conformance):
 
     NAME = "master"
     BOUNDS = gen.MASTER_BOUNDS
-    #: Whether the run's trace is validated at the end (the system machines).
-    VALIDATES_TRACE: ClassVar[bool] = False
 
     def __init__(self, start: int = gen.START) -> None:
         super().__init__(start)
@@ -850,8 +848,6 @@ class MasterMachine(_Conformance):
         self.delivered: set[Message] = set()
         #: Results in flight from a rank that held two dispatches when the master restarted.
         self.pipelined_at_restart: set[Message] = set()
-        #: What each result delivered and kept in flight (duplicated) presented.
-        self.presented_as: dict[Message, int] = {}
         #: The newest model generation each work ID was dispatched with.
         self.newest: dict[str, int] = {}
         self.trace: TraceWriter | None = None
@@ -1097,8 +1093,6 @@ class MasterMachine(_Conformance):
             elif stale or not work_ok:
                 self.case(f"{name} refused")
         self.delivered.add(key)
-        if keep:
-            self.presented_as.setdefault(key, p)
 
     def impl_generation(self, rank: int, model_gen: int) -> tuple[int, int] | None:
         """The implementation's generation of ``rank`` named ``model_gen`` (0: none)."""
@@ -1172,33 +1166,11 @@ class MasterMachine(_Conformance):
 
     def draw_presented(self, data: st.DataObject, key: Message) -> int:
         """The generation the result ``key`` presents: under rank fencing its own (0, nothing is
-        drawn); under generation fencing its own or none (an old-protocol worker).
-
-        Where the run's trace is validated (``VALIDATES_TRACE``), only what the trace can
-        explain: the trace records what a result presents, not which message in flight it was
-        nor whether it stayed in flight, and the validator takes a result without a generation
-        for the oldest in flight of its rank and work, and a copy of a duplicated result to
-        present what the first copy did (the bytes a network duplicates are the same). So there
-        a result presents none only when it is that oldest message, and a copy presents as its
-        first copy did (see also ``may_keep``). Elsewhere any choice.
-        """
-        rank, work, generation = key
+        drawn); under generation fencing its own or none (an old-protocol worker)."""
+        generation = key[2]
         if not self.BOUNDS.generations:
             return generation
-        presented = data.draw(gen.presented_for(generation), label="presented")
-        if not self.VALIDATES_TRACE:
-            return presented
-        if key in self.presented_as:
-            return self.presented_as[key]
-        oldest = min(g for r, w, g in self.in_flight() if (r, w) == (rank, work))
-        return presented if generation == oldest else generation
-
-    def may_keep(self, presented: int) -> bool:
-        """Whether a delivery presenting ``presented`` may stay in flight (be duplicated).
-        Always, except a result without a generation where the trace is validated: the
-        validator takes such a result for a copy only when another delivery about its rank and
-        work comes before their next dispatch, which a copy crossing a re-dispatch does not."""
-        return not (self.VALIDATES_TRACE and self.BOUNDS.generations and presented == 0)
+        return data.draw(gen.presented_for(generation), label="presented")
 
     @precondition(lambda self: bool(self.m.net or self.m.gnet))
     @rule(data=st.data())
@@ -1209,7 +1181,6 @@ class MasterMachine(_Conformance):
         ok = data.draw(st.booleans(), label="ok")
         keep = data.draw(st.sampled_from((False, False, True)), label="keep")
         presented = self.draw_presented(data, (rank, work, g))
-        keep = keep and self.may_keep(presented)
         self.do_deliver_result(rank, work, reported, ok, keep, g, presented)
 
     def late_results(self) -> list[Message]:
@@ -1249,7 +1220,6 @@ class SystemMachine(MasterMachine):
 
     NAME = "system"
     BOUNDS = gen.MASTER_BOUNDS
-    VALIDATES_TRACE = True
 
     def __init__(self, start: int = gen.START) -> None:
         super().__init__(start)
@@ -1472,7 +1442,6 @@ class _PipelinedRules(MasterMachine):
         ok = data.draw(st.booleans(), label="ok")
         keep = data.draw(st.sampled_from((False, False, True)), label="keep")
         presented = self.draw_presented(data, (rank, work, g))
-        keep = keep and self.may_keep(presented)
         self.do_deliver_result(rank, work, reported, ok, keep, g, presented)
 
     def copies(self) -> list[Message]:

@@ -17,8 +17,13 @@ side.
 Pipelined runs (issue 12): the Header gives the pipeline depth and the fence; under generation
 fencing each dispatch and each result carries its generation ``[epoch, counter]``, and replay
 pairs every generation with the model's (``refinement.GenerationNames``). A result is then the
-message of the generation it presents; a duplicate is one whose generation is delivered again
-later in the trace.
+message of the generation it presents; one that presents none (an old-protocol worker) is a
+message in flight from its rank about its work.
+
+The network may duplicate any result, so replay delivers every result as the model's
+duplicating delivery (``keep``): its message stays in flight. Which copy a trace line was is
+then never guessed, and no behaviour of the implementation is refused for a guess; a result
+that was never sent is still a divergence.
 
 Every replayed state is also checked against the invariants, and every step against the step
 properties (``model.invariants``), so a trace the model allows but that breaks L1-L7 (a run of
@@ -205,7 +210,7 @@ def validate(lines: Iterable[str]) -> TraceReport:
     names = GenerationNames()
     s: State = initial_state()
     body = events[1:]
-    for index, (lineno, ev) in enumerate(body):
+    for lineno, ev in body:
         name = ev["event"]
         if name == "Header":
             # A restarted master appends its own header; new work IDs join the bounds.
@@ -231,7 +236,7 @@ def validate(lines: Iterable[str]) -> TraceReport:
             if problem is not None:
                 report.divergence, report.line = problem, lineno
                 return report
-        problem, s = _apply(s, name, ev, lineno, b, body[index + 1 :], names)
+        problem, s = _apply(s, name, ev, lineno, b, names)
         if problem is None and (bad := broken(before, s, b)):
             problem = (
                 f"{name} is a step the model allows, but it breaks {', '.join(bad)}; state "
@@ -251,7 +256,6 @@ def _apply(
     ev: dict[str, Any],
     lineno: int,
     b: Bounds,
-    rest: list[tuple[int, dict[str, Any]]],
     names: GenerationNames,
 ) -> tuple[str | None, State]:
     def state_text(st: State) -> str:
@@ -293,7 +297,6 @@ def _apply(
                 "model (never dispatched)",
                 s,
             )
-        keep = _duplicated(r, w, presented, rest, lineno)
         res, t = deliver_result(
             s,
             r,
@@ -301,7 +304,7 @@ def _apply(
             reported,
             bool(_need(ev, "ok", lineno)),
             b,
-            keep=keep,
+            keep=True,
             gen=message,
             presented=0 if presented is None else message,
         )
@@ -340,7 +343,7 @@ def _message(
     """The model message a delivered result is: its generation (0: a message of ``net``, rank
     fencing), or None when the model has no such result in flight. A result that presents no
     generation under generation fencing (an old-protocol worker) is the oldest message in
-    flight from ``r`` about ``w``."""
+    flight from ``r`` about ``w`` (any: the outcome does not depend on which)."""
     if b.fence != FENCE_GENERATION:
         return 0 if (r, w) in s.net else None
     if presented is not None:
@@ -348,30 +351,6 @@ def _message(
         return g if (r, w, g) in s.gnet else None
     mine = sorted(g for rr, ww, g in s.gnet if (rr, ww) == (r, w))
     return mine[0] if mine else None
-
-
-def _duplicated(
-    r: int,
-    w: str,
-    presented: Generation | None,
-    rest: list[tuple[int, dict[str, Any]]],
-    lineno: int,
-) -> bool:
-    """Whether this delivery left its message in flight (a duplicated result): a result that
-    presents a generation is delivered again later in the trace; one without is followed by
-    another delivery about the same (rank, work) before a new dispatch of it."""
-    for n, e in rest:
-        if int(e.get("r", -1)) != r or e.get("w") != w:
-            continue
-        if presented is not None:
-            if e.get("event") == "DeliverResult" and _generation(e, n) == presented:
-                return True
-            continue
-        if e.get("event") == "DeliverResult":
-            return True
-        if e.get("event") == "DispatchWork" and e.get("ok"):
-            return False
-    return False
 
 
 def _disk_generation(x: list[Any], at: int) -> Generation | None:

@@ -1063,7 +1063,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
     names = GenerationNames()
     last_refused: dict[tuple[str, int], str] = {}
     body = events[1:]
-    for i, (lineno, ev) in enumerate(body):
+    for lineno, ev in body:
         name = ev["event"]
         if name == "Header":
             continue
@@ -1098,7 +1098,7 @@ def interrupted_rejections(lines: Sequence[str]) -> list[str]:
                 return [*found, f"UNEXPLAINED line {lineno}: {problem[:300]}"]
         if name == "DispatchWork" and not ev.get("ok"):
             last_refused[str(ev["w"]), int(ev["r"])] = str(ev.get("refused"))
-        problem, s = tc._apply(s, name, ev, lineno, b, body[i + 1 :], names)
+        problem, s = tc._apply(s, name, ev, lineno, b, names)
         if problem is not None:
             return [*found, f"UNEXPLAINED line {lineno}: {problem[:300]}"]
     return found

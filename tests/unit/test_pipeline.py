@@ -359,3 +359,68 @@ def test_the_documented_generation_records_parse_and_replay(tmp_path: Path) -> N
     (tmp_path / "j.jsonl").write_text(lines[0] + "\n")
     with WorkLeaseJournal(tmp_path / "j.jsonl") as j:
         assert j.leases["3f" * 32].generation == (2, 41)
+
+
+def _traced(tmp_path: Path, clock: ManualClock) -> tuple[Master, TraceWriter]:
+    trace = TraceWriter(
+        tmp_path / "trace.ndjson",
+        ttl=TTL,
+        ranks=(1, 2),
+        task_of={i.work_id: i.state_task_id for i in CATALOGUE},
+        pipeline=2,
+        fence="generation",
+    )
+    return open_master(tmp_path, clock, pipeline=2, trace=trace), trace
+
+
+def _old(result: Result) -> Result:
+    return replace(result, generation=None)
+
+
+def test_a_duplicated_result_whose_copy_presents_no_generation_replays(tmp_path: Path) -> None:
+    clock = ManualClock()
+    m, trace = _traced(tmp_path, clock)
+    assert m.dispatch(W1, R1).ok
+    res = result_of(m.work_message(R1, W1), ok=False)
+    assert m.handle_result(R1, res).work_ok
+    assert not m.handle_result(R1, _old(res)).work_ok  # the network's copy, old protocol
+    trace.close()
+    m.close()
+    report = _trace_check(tmp_path)
+    assert report.ok, report.divergence
+
+
+def test_an_old_protocol_copy_after_its_work_went_to_the_rank_again_replays(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    m, trace = _traced(tmp_path, clock)
+    assert m.dispatch(W2, R1).ok
+    first = _old(result_of(m.work_message(R1, W2), ok=False))
+    assert m.handle_result(R1, first).work_ok
+    assert m.dispatch(W2, R1).ok
+    assert m.handle_result(R1, result_of(m.work_message(R1, W2), ok=False)).work_ok
+    assert not m.handle_result(R1, first).work_ok  # the first one's copy, late
+    trace.close()
+    m.close()
+    report = _trace_check(tmp_path)
+    assert report.ok, report.divergence
+
+
+def test_an_older_generation_arriving_after_a_newer_old_protocol_result_replays(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    m, trace = _traced(tmp_path, clock)
+    assert m.dispatch(W1, R1).ok
+    older = result_of(m.work_message(R1, W1))
+    clock.advance(TTL)
+    assert m.reclaim_expired() == [W1]
+    assert m.dispatch(W1, R1).ok
+    assert m.handle_result(R1, _old(result_of(m.work_message(R1, W1), ok=False))).work_ok
+    assert m.dispatch(W1, R1).ok
+    assert not m.handle_result(R1, older).work_ok  # generation 1 of 3: refused
+    trace.close()
+    m.close()
+    report = _trace_check(tmp_path)
+    assert report.ok, report.divergence

@@ -1,4 +1,6 @@
-"""The ``conformance`` layer of ``leasefence verify``: the four machines in the ``ci`` profile
+"""The ``conformance`` layer of ``leasefence verify``: every machine (``coverage.REQUIRED``: the
+journal, coordinator, master and system machines, and the master and system at pipeline depth 2)
+in the ``ci`` profile
 (``--deep``: the ``deep`` profile), with the steps executed and the required cases covered.
 
 It runs ``pytest -m conformance tests/conformance`` in a child process (the profiles live in

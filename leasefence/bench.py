@@ -648,11 +648,7 @@ def bench_conformance(sizes: Sizes, say: Callable[[str], None]) -> dict[str, Any
         say(f"  conformance skipped: {type(exc).__name__}: {exc}")
         return {"skipped": f"{type(exc).__name__}: {exc}"}
     rows = {}
-    for cls_name in ("JournalMachine", "CoordinatorMachine", "MasterMachine", "SystemMachine"):
-        cls = getattr(machines, cls_name, None)
-        if cls is None:
-            continue
-        name = cls.NAME
+    for name, cls in machines.MACHINES.items():
         before = COVERAGE.steps(name)
         cfg = settings(
             max_examples=sizes.conformance_examples,
@@ -672,9 +668,9 @@ def bench_conformance(sizes: Sizes, say: Callable[[str], None]) -> dict[str, Any
         finally:
             quiet.setLevel(level)
         steps = COVERAGE.steps(name) - before
-        rows[cls_name] = {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds}
+        rows[cls.__name__] = {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds}
         say(
-            f"    {cls_name:<20} {steps:>6,} steps in {seconds:5.1f} s: {_fmt(steps / seconds)} steps/s"
+            f"    {cls.__name__:<24} {steps:>6,} steps in {seconds:5.1f} s: {_fmt(steps / seconds)} steps/s"
         )
     return {"machines": rows}
 

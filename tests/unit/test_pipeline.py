@@ -198,19 +198,24 @@ def test_generations_increase_per_rank_and_never_repeat_across_restarts(tmp_path
     m2.close()
 
 
+def _trace_writer(tmp_path: Path, fence: str, items: list[WorkItem] = CATALOGUE) -> TraceWriter:
+    """The trace of a depth-2 master over ``items`` on ranks 1 and 2, at ``tmp_path``."""
+    return TraceWriter(
+        tmp_path / "trace.ndjson",
+        ttl=TTL,
+        ranks=(1, 2),
+        task_of={i.work_id: i.state_task_id for i in items},
+        pipeline=2,
+        fence=fence,
+    )
+
+
 def _restart_scenario(tmp_path: Path, fence: str) -> tuple[Master, ResultOutcome, TraceWriter]:
     """The model's counterexample of rank fencing at depth 2, on the implementation:
     DispatchWork(w1, 1), RestartMaster, DispatchWork(w2, 1), DeliverResult(1, w1, s1, ok).
     The master traces every step to ``tmp_path / "trace.ndjson"``."""
     clock = ManualClock()
-    trace = TraceWriter(
-        tmp_path / "trace.ndjson",
-        ttl=TTL,
-        ranks=(1, 2),
-        task_of={i.work_id: i.state_task_id for i in CATALOGUE},
-        pipeline=2,
-        fence=fence,
-    )
+    trace = _trace_writer(tmp_path, fence)
     m = open_master(tmp_path, clock, pipeline=2, fence=fence, trace=trace)
     assert m.dispatch(W1, R1).ok
     late = result_of(m.work_message(R1, W1))
@@ -362,14 +367,7 @@ def test_the_documented_generation_records_parse_and_replay(tmp_path: Path) -> N
 
 
 def _traced(tmp_path: Path, clock: ManualClock) -> tuple[Master, TraceWriter]:
-    trace = TraceWriter(
-        tmp_path / "trace.ndjson",
-        ttl=TTL,
-        ranks=(1, 2),
-        task_of={i.work_id: i.state_task_id for i in CATALOGUE},
-        pipeline=2,
-        fence="generation",
-    )
+    trace = _trace_writer(tmp_path, "generation")
     return open_master(tmp_path, clock, pipeline=2, trace=trace), trace
 
 

@@ -364,6 +364,11 @@ class Master:
         from leasefence.impl.coordinator import StateShardCoordinator
         from leasefence.impl.journal import WorkLeaseJournal
 
+        if snapshot_path is None and (fence or default_fence(pipeline)) == FENCE_GENERATION:
+            raise ValueError(
+                "generation fencing needs a snapshot path: its epoch keeps a dispatch "
+                "generation from repeating across master restarts"
+            )
         step = StepClock(clock)
         restarting = Path(journal_path).exists() and Path(journal_path).stat().st_size > 0
         restarting |= snapshot_path is not None and Path(snapshot_path).exists()
@@ -669,6 +674,10 @@ class Master:
             log.info("rank %d does not own state task %s: refused", rank, task[:12])
         if disp is not None:
             self._end(rank, disp)
+        elif work_ok or state_ok:
+            # A result of a dispatch this master never made (one from before a restart) ended
+            # a lease: its work may be dispatchable again.
+            self._dirty = True
         return ResultOutcome(False, task, mismatch, work_ok, state_ok)
 
     @staticmethod

@@ -368,7 +368,7 @@ class RestartFault:
 
     def restart(self, master: Master) -> Master:
         """``restart_in_job``, remembering what was in flight."""
-        self.in_flight = {(r, d.work_id, d.generation) for r, d in master.dispatches()}
+        self.in_flight |= {(r, d.work_id, d.generation) for r, d in master.dispatches()}
         self.handled = 0
         self.restarts += 1
         return restart_in_job(master)
@@ -401,8 +401,8 @@ class RestartFault:
 
 def restart_in_job(master: Master) -> Master:
     """RestartMaster inside a running job: ``master.restart_master()``, then the run's counters
-    (summed: the new master's own start with what its recovery reclaimed) and the run's fault
-    settings carried to the new master. Its memory of dispatches is not carried: that is the
+    (summed: the new master's own start with what its recovery reclaimed), the failures per work
+    ID (toward ``max_failures``) and the run's fault settings carried to the new master. Its memory of dispatches is not carried: that is the
     restart. ``duplicate_completions`` stays exact: the new master counts against every
     completion in the journal."""
     new = master.restart_master()
@@ -410,6 +410,7 @@ def restart_in_job(master: Master) -> Master:
         setattr(
             new.counters, f.name, getattr(master.counters, f.name) + getattr(new.counters, f.name)
         )
+    new.failures = master.failures.copy()  # the run's count toward max_failures (given up)
     new.duplicate_candidates = master.duplicate_candidates
     new.duplicate_rng = master.duplicate_rng
     return new

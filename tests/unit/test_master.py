@@ -26,8 +26,9 @@ from leasefence.impl.transport import (
     execute,
     master_dispatch,
 )
-from leasefence.impl.wire import Rank, Result, StateTaskId, Tag, WorkId
+from leasefence.impl.wire import Rank, Result, StateTaskId, Tag, Work, WorkId
 from leasefence.impl.workload import (
+    Outcome,
     WorkItem,
     canonical,
     generate,
@@ -575,3 +576,47 @@ def test_the_z3_worker_reaches_targets_with_witnesses_the_master_verifies() -> N
     assert all(reached(i, o.output) for i, o in sat)
     i, o = sat[0]
     assert not reached(i, {**o.output, "x": int(i.payload["bound"]) + 1})
+
+
+@pytest.mark.timeout(60)  # the bug it guards against is a master loop that never ends
+def test_a_failed_result_that_crosses_an_in_job_restart_frees_its_work_for_another_dispatch(
+    tmp_path: Path,
+) -> None:
+    # A review found this hang: the new master never made the dispatch the result answers, so
+    # settling it freed the work lease without marking the work dispatchable again.
+    items = generate(12, 0)
+    flaky = items[0].work_id
+    fails: list[str] = []
+
+    def worker(work: Work) -> Outcome:
+        if work.work_id == flaky and len(fails) < 5:
+            fails.append(work.work_id)
+            return Outcome(False, 0.0, {"status": "unknown"})
+        return trivial_worker(work)
+
+    clock = ManualClock()
+    m = Master.open(
+        tmp_path / "j.jsonl",
+        tmp_path / "s.json",
+        items,
+        ttl=TTL,
+        clock=clock,
+        pipeline=2,
+        max_failures=10,
+    )
+    restart = RestartFault(2)
+    transport = InProcessTransport(worker, (1, 2), clock=clock)
+    last = master_dispatch(m, transport, poll=1.0, restart=restart)
+    last.close()
+    assert restart.restarts > 0
+    assert last.counters.completed == len(items)
+    assert len(fails) == 5
+    # every accepted failure of the run is still counted toward max_failures (carried across
+    # every restart; a refused one, e.g. stale after a restart, counts nowhere)
+    assert last.failures[flaky] == last.counters.failed > 1
+
+
+def test_generation_fencing_without_a_snapshot_is_refused(tmp_path: Path) -> None:
+    # Without a snapshot the epoch never moves, so a generation could repeat after a restart.
+    with pytest.raises(ValueError, match="generation fencing needs a snapshot path"):
+        Master.open(tmp_path / "j.jsonl", None, generate(2, 0), ttl=TTL, pipeline=2)

@@ -50,7 +50,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -1406,16 +1406,29 @@ def _first(run: BuildRun, kind: str) -> int:
 def layer_campaign(deep: bool) -> list[Any]:
     """The ``verify`` layer: a short campaign (a longer one with ``--deep``); one row per build.
     F314 passes when its history holds with every fault injected; the pre-fix build passes when
-    its history shows the damage."""
-    from leasefence.verify import FAIL, PASS, Row
+    its history shows the damage. Then F314 again at pipeline depth 2 (issue 12): it passes when
+    its history holds and every cross-generation result was refused (the rank-fenced build is a
+    measurement, not a gate: ``leasefence campaign --pipeline 2`` runs it)."""
+    from leasefence.verify import Row
 
     config = (
         CampaignConfig(faults=10, duration=20.0)
         if deep
         else CampaignConfig(faults=5, work=60, timeout=90.0)
     )
-    with tempfile.TemporaryDirectory(prefix="leasefence-verify-campaign-") as tmp:
-        res = run_campaign(config, Path(tmp))
+    depth2 = replace(config, pipeline=2, builds=("f314",))
+    rows: list[Row] = []
+    for cfg in (config, depth2):
+        with tempfile.TemporaryDirectory(prefix="leasefence-verify-campaign-") as tmp:
+            rows += _campaign_rows(run_campaign(cfg, Path(tmp)))
+    return rows
+
+
+def _campaign_rows(res: CampaignResult) -> list[Any]:
+    from leasefence.verify import FAIL, PASS, Row
+
+    config = res.config
+    depth = f", pipeline {config.pipeline}" if config.pipeline != 1 else ""
     rows = []
     for build, run in res.runs.items():
         h = run.history
@@ -1426,11 +1439,16 @@ def layer_campaign(deep: bool) -> list[Any]:
             f"{'all' if h.exactly_once else 'NOT all'} items once, "
             f"{sum(run.fault_counts.get(k, 0) for k in SCHEDULED)} faults"
         )
+        if config.pipeline != 1:
+            figures += (
+                f", {h.cross_generation_results} cross-generation results "
+                f"({h.cross_generation_accepted} accepted)"
+            )
         detail = "; ".join(h.examples + h.interrupted_rejections + run.unexpected_exits)
         rows.append(
             Row(
                 "campaign",
-                f"{build}: {run.work} items, seed {config.seed}",
+                f"{build}: {run.work} items, seed {config.seed}{depth}",
                 figures,
                 PASS if good else FAIL,
                 run.seconds,

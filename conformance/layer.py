@@ -24,7 +24,7 @@ SEED = "20261130"
 
 
 def layer_conformance(deep: bool) -> list[Any]:
-    from leasefence.verify import FAIL, PASS, Row
+    from leasefence.report import FAIL, PASS, Row
 
     root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,37 +1,25 @@
-"""The layers ``leasefence verify`` runs, each returning one row of the summary table."""
+"""``leasefence verify``: run every layer of ``report.LAYERS`` and write one summary table.
+
+It also holds the two layers that belong to no lower package: lint/types and the model check.
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from leasefence.campaign import layer_campaign
-from leasefence.conformance.layer import layer_conformance
-from leasefence.crashcheck import layer_crashcheck
 from leasefence.model.check import explore
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour, expected_violations
 from leasefence.model.system import Bounds
-
-PASS, FAIL, SKIP = "pass", "FAIL", "skip"
-
-
-@dataclass
-class Row:
-    """One layer's line in the summary: what ran, its figures, the result and the time taken."""
-
-    layer: str
-    ran: str
-    figures: str
-    result: str
-    seconds: float = 0.0
-    detail: str = ""
-
+from leasefence.paths import ROOT
+from leasefence.report import FAIL, LAYERS, PASS, Row, format_table
 
 Layer = Callable[[bool], list[Row]]
 
@@ -45,7 +33,7 @@ def _tool(name: str) -> str:
 def layer_lint(deep: bool) -> list[Row]:
     """ruff check, ruff format --check and mypy --strict, as ``make test`` runs them."""
     rows = []
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     for what, cmd in (
         ("ruff check", [_tool("ruff"), "check", "."]),
         ("ruff format --check", [_tool("ruff"), "format", "--check", "."]),
@@ -116,44 +104,22 @@ def layer_model(deep: bool) -> list[Row]:
     return rows
 
 
-def layer_tlc(deep: bool) -> list[Row]:
-    """TLC on every config of tla/ and the spec ⇄ model agreement (SKIP without TLC)."""
-    from leasefence.cmd_tlc import verify_rows
-
-    rows: list[Row] = verify_rows(deep)
-    return rows
-
-
-#: Every layer, in the order it runs. Later layers append themselves here.
-LAYERS: list[tuple[str, Layer]] = [
-    ("lint/types", layer_lint),
-    ("model check", layer_model),
-    ("tlc", layer_tlc),
-    ("crashcheck", layer_crashcheck),
-    ("campaign", layer_campaign),
-    ("conformance", layer_conformance),
-    ("crosshair", lambda deep: _lazy("leasefence.contracts", deep)),
-    ("planted bugs", lambda deep: _lazy("leasefence.mutants", deep)),
-]
-
-
-def _lazy(module: str, deep: bool) -> list[Row]:
-    """A layer whose ``verify_rows`` lives in ``module`` (imported only when it runs)."""
-    import importlib
-
-    rows: list[Row] = importlib.import_module(module).verify_rows(deep)
-    return rows
+def _layer(target: str) -> Layer:
+    """The layer function a ``"module:function"`` entry of ``report.LAYERS`` names."""
+    module, _, name = target.partition(":")
+    fn: Layer = getattr(importlib.import_module(module), name)
+    return fn
 
 
 def run_verify(deep: bool = False, reports: str = "reports") -> int:
     """Run every layer, print the table, write reports/verify.{md,json}; 0 when all pass."""
     rows: list[Row] = []
     start = time.perf_counter()
-    for name, layer in LAYERS:
+    for name, target in LAYERS:
         print(f"[verify] {name} ...", flush=True)
         t = time.perf_counter()
         try:
-            got = layer(deep)
+            got = _layer(target)(deep)
         except Exception as exc:  # a crashing layer is a failed layer, reported, not hidden
             got = [
                 Row(
@@ -171,7 +137,7 @@ def run_verify(deep: bool = False, reports: str = "reports") -> int:
             )
         rows.extend(got)
     total = time.perf_counter() - start
-    table = _table(rows, total)
+    table = format_table(rows, total)
     print(table)
     out = Path(reports)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,17 +148,3 @@ def run_verify(deep: bool = False, reports: str = "reports") -> int:
     for r in failed:
         print(f"\nFAILED {r.layer} / {r.ran}:\n{r.detail.strip()}")
     return 1 if failed else 0
-
-
-def _table(rows: list[Row], total: float) -> str:
-    head = ["layer", "what ran", "figures", "result", "time"]
-    body = [[r.layer, r.ran, r.figures, r.result, f"{r.seconds:.1f} s"] for r in rows]
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
-    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
-    lines = [fmt.format(*head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    lines += [fmt.format(*b) for b in body]
-    lines.append(
-        f"\ntotal {total:.1f} s; {sum(r.result == FAIL for r in rows)} failed, "
-        f"{sum(r.result == SKIP for r in rows)} skipped"
-    )
-    return "\n".join(lines)

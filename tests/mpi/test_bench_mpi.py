@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from leasefence.bench import DISPATCH, Sizes, other_figures, run
+from leasefence.harness.bench import DISPATCH, Sizes, other_figures, run
 
 pytestmark = pytest.mark.mpi
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from leasefence.campaign import (
+from leasefence.harness.campaign import (
     PIPELINE_BUILDS,
     SCHEDULED,
     CampaignConfig,

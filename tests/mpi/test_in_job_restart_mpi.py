@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from leasefence.campaign import check_history
 from leasefence.conformance.tracecheck import TraceReport, validate
+from leasefence.harness.campaign import check_history
 from leasefence.impl.trace import read_trace
 from leasefence.impl.workload import generate
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from leasefence.mutants import (
+from leasefence.harness.mutants import (
     CATALOGUE,
     F314_MUTANTS,
     Mutant,
@@ -57,7 +57,7 @@ def test_verify_offers_the_mutant_gate_on_its_command_line() -> None:
 
 
 def test_the_unit_layer_passes_on_an_unmutated_copy_so_a_caught_mutant_means_its_bug() -> None:
-    from leasefence.mutants import baseline
+    from leasefence.harness.mutants import baseline
 
     unit = [layer for layer in available_layers() if layer.name == "unit"]
     assert baseline(unit) == {}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from leasefence.agree import _undot, parse_dot, to_model_state
 from leasefence.model.state import Dispatch, Lease, State, StateLease
-from leasefence.tlc import (
+from leasefence.tlc.agree import _undot, parse_dot, to_model_state
+from leasefence.tlc.runner import (
     Fcn,
     ModelValue,
     TlaParseError,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from leasefence.agree import agree, bounds_of_config
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
-from leasefence.tlc import TLA_DIR, Tools, check_config
+from leasefence.tlc.agree import agree, bounds_of_config
+from leasefence.tlc.runner import TLA_DIR, Tools, check_config
 
 pytestmark = pytest.mark.tlc
 

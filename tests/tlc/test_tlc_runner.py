@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from leasefence import tlc
-from leasefence.agree import bounds_of_config
 from leasefence.cli import main
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.model.system import Bounds
-from leasefence.tlc import (
+from leasefence.tlc import runner as tlc
+from leasefence.tlc.agree import bounds_of_config
+from leasefence.tlc.runner import (
     EXIT_NO_TLC,
     TLA2TOOLS_SHA256,
     TLA_DIR,

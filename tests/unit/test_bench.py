@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from leasefence.bench import BENCHMARKS, Goal, Sizes, run
 from leasefence.cli import main
+from leasefence.harness.bench import BENCHMARKS, Goal, Sizes, run
 
 NON_MPI = ("journal", "recovery", "verification")
 

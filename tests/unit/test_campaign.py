@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from leasefence.campaign import (
+from leasefence.conformance.tracecheck import validate
+from leasefence.harness.campaign import (
     BUILDS,
     PIPELINE_BUILDS,
     RESTART_EVERY,
@@ -23,7 +24,6 @@ from leasefence.campaign import (
     percentile,
     schedule,
 )
-from leasefence.conformance.tracecheck import validate
 
 W1, W2, W3 = "a" * 64, "b" * 64, "c" * 64
 S1, S2 = "1" * 64, "2" * 64

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from leasefence.contracts import check_contracts, diff_twins
+from leasefence.conformance.contracts import check_contracts, diff_twins
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from leasefence import crashcheck as cc
 from leasefence.cli import main
+from leasefence.harness import crashcheck as cc
 from leasefence.impl import coordinator as coordinator_module
 from leasefence.impl import journal as journal_module
 from leasefence.impl.journal import WorkLeaseJournal

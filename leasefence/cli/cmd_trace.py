@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from leasefence.conformance.tracecheck import TraceFormatError, validate
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "trace", help="validate traces of real runs against the model", description=__doc__
-    )
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence trace` (the parser is made by ``leasefence.cli``)."""
+    p.description = __doc__
     tsub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
     c = tsub.add_parser(
         "check",

@@ -41,9 +41,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from leasefence.impl.journal import WorkLeaseJournal, encode_record
+from leasefence.paths import ROOT
 
 #: The benchmark programs run by path (``benchmarks/`` is not a package).
-BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH_DIR = ROOT / "benchmarks"
 BENCHMARKS = ("journal", "recovery", "dispatch", "verification")
 SCHEMA = 1
 #: Unix time stamped into generated records (any fixed value: replay does not read the clock).
@@ -563,10 +564,10 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
 
 
 def bench_model_vs_tlc(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    from leasefence import tlc
-    from leasefence.agree import agreement_files, bounds_of_config
     from leasefence.model.check import explore
     from leasefence.model.system import Bounds
+    from leasefence.tlc import runner as tlc
+    from leasefence.tlc.agree import agreement_files, bounds_of_config
 
     cfg = tlc.TLA_DIR / "MCLeaseFence.cfg"
     bounds = bounds_of_config(cfg)

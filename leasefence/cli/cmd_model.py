@@ -8,9 +8,8 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-from leasefence.argtypes import nonneg
+from leasefence.cli.argtypes import nonneg
 from leasefence.model.check import CheckResult, changes, explore, format_label
 from leasefence.model.flavours import DESCRIPTIONS, Flavour, expected_violations
 from leasefence.model.system import FENCES, Bounds
@@ -147,8 +146,9 @@ def bounds_from_args(args: argparse.Namespace) -> Bounds:
     )
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("model", help="the executable reference model", description=__doc__)
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence model` (the parser is made by ``leasefence.cli``)."""
+    p.description = __doc__
     msub = p.add_subparsers(dest="model_command", metavar="SUBCOMMAND", required=True)
     c = msub.add_parser(
         "check",

@@ -7,7 +7,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from leasefence.impl.errors import InvalidTtl, JournalError
 from leasefence.impl.journal import WorkLeaseJournal, repair_journal, scan_file
@@ -26,15 +25,12 @@ def _ttl(text: str) -> float:
         ) from None
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "journal",
-        help="inspect, recover, compact or repair a work lease journal",
-        description=(
-            "Operator tools for a work lease journal (.work_leases.jsonl, see "
-            "docs/journal-format.md). Exit status: 0 done, 1 refused (locked, corrupt, missing "
-            "file), 2 bad usage."
-        ),
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence journal` (the parser is made by ``leasefence.cli``)."""
+    p.description = (
+        "Operator tools for a work lease journal (.work_leases.jsonl, see "
+        "docs/journal-format.md). Exit status: 0 done, 1 refused (locked, corrupt, missing "
+        "file), 2 bad usage."
     )
     jsub = p.add_subparsers(dest="journal_command", metavar="SUBCOMMAND", required=True)
 

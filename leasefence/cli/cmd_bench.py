@@ -6,9 +6,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from leasefence.bench import BENCHMARKS, Sizes, run
+from leasefence.harness.bench import BENCHMARKS, Sizes, run
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -24,15 +23,12 @@ def _only(text: str) -> tuple[str, ...]:
     return names
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="side-by-side benchmarks: every figure a ratio measured in one run",
-        description=(
-            "Run the benchmarks with their contenders interleaved and repeated, and print each "
-            "ratio of medians beside its goal. Goals are reported, not enforced: the exit "
-            "status is non-zero only when a benchmark fails to run."
-        ),
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence bench` (the parser is made by ``leasefence.cli``)."""
+    p.description = (
+        "Run the benchmarks with their contenders interleaved and repeated, and print each "
+        "ratio of medians beside its goal. Goals are reported, not enforced: the exit "
+        "status is non-zero only when a benchmark fails to run."
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument(

@@ -1,7 +1,7 @@
 """Fault-injection campaigns on real MPI runs: the experiment F314 left open.
 
 A campaign runs ``leasefence run`` under ``mpiexec`` for two builds, the F314 code and a pre-fix
-build (a temporary copy of the sources with the four F314 mutants of ``leasefence.mutants``
+build (a temporary copy of the sources with the four F314 mutants of ``leasefence.harness.mutants``
 applied, imported first through ``PYTHONPATH``), with the same seed and the same fault schedule,
 each on its own journal, snapshot, trace and event log. Faults:
 
@@ -56,7 +56,7 @@ from typing import Any
 
 from leasefence.impl.rules import reclaimable
 
-ROOT = Path(__file__).resolve().parent.parent
+# (ROOT: the source checkout, from leasefence.paths)
 #: The builds compared at depth 1 (``--pipeline 1``, the default).
 BUILDS = ("f314", "pre-fix")
 #: The builds compared beyond depth 1: the F314 code fenced by generation (its default there)
@@ -721,12 +721,12 @@ def tear(path: Path, share: float) -> int:
 def build_tree(build: str) -> Iterator[dict[str, str]]:
     """The environment that runs ``build``: the F314 sources as installed (``f314`` and
     ``rank-fence``, which differ only in their flags), or for ``pre-fix`` a temporary copy with
-    F314's four defects applied (``leasefence.mutants.F314_MUTANTS``) first on PYTHONPATH."""
+    F314's four defects applied (``leasefence.harness.mutants.F314_MUTANTS``) first on PYTHONPATH."""
     env = dict(os.environ)
     if build != "pre-fix":
         yield env
         return
-    from leasefence.mutants import F314_MUTANTS, apply, copy_tree
+    from leasefence.harness.mutants import F314_MUTANTS, apply, copy_tree
 
     with tempfile.TemporaryDirectory(prefix="leasefence-prefix-") as tmp:
         copy_tree(Path(tmp))
@@ -1409,7 +1409,7 @@ def layer_campaign(deep: bool) -> list[Any]:
     its history shows the damage. Then F314 again at pipeline depth 2 (issue 12): it passes when
     its history holds and every cross-generation result was refused (the rank-fenced build is a
     measurement, not a gate: ``leasefence campaign --pipeline 2`` runs it)."""
-    from leasefence.verify import Row
+    from leasefence.report import Row
 
     config = (
         CampaignConfig(faults=10, duration=20.0)
@@ -1425,7 +1425,7 @@ def layer_campaign(deep: bool) -> list[Any]:
 
 
 def _campaign_rows(res: CampaignResult) -> list[Any]:
-    from leasefence.verify import FAIL, PASS, Row
+    from leasefence.report import FAIL, PASS, Row
 
     config = res.config
     depth = f", pipeline {config.pipeline}" if config.pipeline != 1 else ""

@@ -6,38 +6,26 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from leasefence.tlc import (
-    EXIT_NO_TLC,
-    TLA_DIR,
-    TlcUnavailable,
-    Tools,
-    Verdict,
-    all_configs,
-    check_config,
-    find_tools,
-)
+from leasefence.tlc.layer import tools_or_reason
+from leasefence.tlc.runner import EXIT_NO_TLC, TLA_DIR, Verdict, all_configs, check_config
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE = 0, 1, 2
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "tlc",
-        help="run TLC on tla/ configs; `tlc agree`: spec ⇄ model agreement",
-        description=(
-            "leasefence tlc [CONFIG...]: run TLC on each config (a path, or a name in tla/ with "
-            "or without .cfg; no argument: every config but the deep ones) and judge it by its "
-            "Flavour constant: the fixed protocol must pass, a defect must fail on one of the "
-            "invariants F314's table names. "
-            "leasefence tlc agree [CONFIG]: for the constants of CONFIG (default "
-            "MCLeaseFence.cfg), compare the state graph TLC explores with the model's. "
-            "The jar comes from $TLA2TOOLS_JAR, the user's cache (~/.cache/leasefence or "
-            f"$XDG_CACHE_HOME/leasefence), or the pinned release (downloaded, SHA-256 checked). "
-            f"Exit status: 0 as expected, 1 on any unexpected result, 2 on bad usage, "
-            f"{EXIT_NO_TLC} when no TLC (jar or java) can be had."
-        ),
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence tlc` (the parser is made by ``leasefence.cli``)."""
+    p.description = (
+        "leasefence tlc [CONFIG...]: run TLC on each config (a path, or a name in tla/ with "
+        "or without .cfg; no argument: every config but the deep ones) and judge it by its "
+        "Flavour constant: the fixed protocol must pass, a defect must fail on one of the "
+        "invariants F314's table names. "
+        "leasefence tlc agree [CONFIG]: for the constants of CONFIG (default "
+        "MCLeaseFence.cfg), compare the state graph TLC explores with the model's. "
+        "The jar comes from $TLA2TOOLS_JAR, the user's cache (~/.cache/leasefence or "
+        f"$XDG_CACHE_HOME/leasefence), or the pinned release (downloaded, SHA-256 checked). "
+        f"Exit status: 0 as expected, 1 on any unexpected result, 2 on bad usage, "
+        f"{EXIT_NO_TLC} when no TLC (jar or java) can be had."
     )
     p.add_argument(
         "configs",
@@ -59,14 +47,6 @@ def resolve(name: str) -> Path:
         if cand.is_file() and cand.suffix == ".cfg":
             return cand.resolve()
     raise SystemExit(f"leasefence tlc: no config {name!r} (looked in . and {TLA_DIR})")
-
-
-def tools_or_reason() -> Tools | str:
-    """The TLC tools, or the reason none can be had."""
-    try:
-        return find_tools()
-    except TlcUnavailable as exc:
-        return str(exc)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_agree(cfg: Path, args: argparse.Namespace) -> int:
-    from leasefence.agree import agree, bounds_of_config
+    from leasefence.tlc.agree import agree, bounds_of_config
 
     tools = tools_or_reason()
     if isinstance(tools, str):
@@ -147,58 +127,3 @@ def run_agree(cfg: Path, args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
     return EXIT_OK if ag.ok else EXIT_UNEXPECTED
-
-
-def verify_rows(deep: bool) -> list[Any]:
-    """The TLC layer of ``leasefence verify``: every config judged by its expectation, then the
-    spec ⇄ model agreement; one SKIP row with the reason when no TLC can be had."""
-    import time
-
-    from leasefence.agree import agree, bounds_of_config
-    from leasefence.verify import FAIL, PASS, SKIP, Row
-
-    tools = tools_or_reason()
-    if isinstance(tools, str):
-        return [
-            Row(
-                "tlc",
-                "TLC configs and agreement",
-                f"TLC unavailable: {tools}"[:80],
-                SKIP,
-                0.0,
-                tools,
-            )
-        ]
-    jar = "" if tools.jar.verified else " (unverified jar)"
-    rows = []
-    for cfg in all_configs(deep=deep):
-        v = check_config(cfg, tools)
-        r = v.result
-        what = f"violated {r.violated}" if r.violated else "no violation"
-        figures = f"{what}; {r.distinct_states or 0:,} states, depth {r.depth}{jar}"
-        detail = "\n".join(r.errors) or v.summary()
-        rows.append(Row("tlc", cfg.name, figures, PASS if v.ok else FAIL, r.seconds, detail))
-    # Deep: the agreement for the deep constants and for every defect's constants too (the
-    # defect switches are code paths of their own in both the spec and the model).
-    cfgs = [TLA_DIR / "MCLeaseFence.cfg"]
-    if deep:
-        cfgs += [TLA_DIR / "MCLeaseFenceDeep.cfg", *sorted(TLA_DIR.glob("BuggyDefect*.cfg"))]
-    for cfg in cfgs:
-        t = time.perf_counter()
-        ag = agree(bounds_of_config(cfg), tools)
-        figures = (
-            f"{len(ag.tlc.states):,} states, {len(ag.tlc.edges):,} transitions on both sides"
-            if ag.ok
-            else ag.problems[0][:80]
-        )
-        rows.append(
-            Row(
-                "tlc",
-                f"spec ⇄ model agreement ({cfg.name})",
-                figures,
-                PASS if ag.ok else FAIL,
-                time.perf_counter() - t,
-                "\n".join(ag.report()),
-            )
-        )
-    return rows

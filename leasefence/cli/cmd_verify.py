@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from leasefence.verify import run_verify
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "verify",
-        help="run every verification layer and print a summary table",
-        description=(
-            "The main job: runs lint and types, the exhaustive model check (fixed protocol and "
-            "each pre-fix flavour), and every further layer present, prints one table (layer, "
-            "what ran, figures, result, time), writes reports/verify.md and reports/verify.json, "
-            "and exits non-zero on any failure."
-        ),
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence verify` (the parser is made by ``leasefence.cli``)."""
+    p.description = (
+        "The main job: runs lint and types, the exhaustive model check (fixed protocol and "
+        "each pre-fix flavour), and every further layer present, prints one table (layer, "
+        "what ran, figures, result, time), writes reports/verify.md and reports/verify.json, "
+        "and exits non-zero on any failure."
     )
     p.add_argument("--deep", action="store_true", help="larger bounds and deeper profiles")
     p.add_argument(
@@ -27,7 +23,7 @@ def register(sub: Any) -> None:
         "--mutants",
         action="store_true",
         help=(
-            "instead of the layers, run the whole planted-bug catalogue (leasefence/mutants.py) "
+            "instead of the layers, run the whole planted-bug catalogue (leasefence/harness/mutants.py) "
             "against every test layer and print mutant x layer -> caught/missed; exit 1 if any "
             "mutant survives every layer"
         ),
@@ -44,7 +40,13 @@ def _run(args: argparse.Namespace) -> int:
 def _run_mutants(reports: str) -> int:
     from pathlib import Path
 
-    from leasefence.mutants import CATALOGUE, available_layers, baseline, format_table, run_gate
+    from leasefence.harness.mutants import (
+        CATALOGUE,
+        available_layers,
+        baseline,
+        format_table,
+        run_gate,
+    )
 
     layers = available_layers()
     names = ", ".join(layer.name for layer in layers)

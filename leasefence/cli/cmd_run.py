@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from leasefence.argtypes import count, rate, seconds
+from leasefence.cli.argtypes import count, rate, seconds
 
 
 def _inject(text: str) -> Any:
@@ -18,18 +18,15 @@ def _inject(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "run",
-        help="run the MPI master/worker dispatcher (under mpiexec)",
-        description=(
-            "Dispatch work items from rank 0 (the master) to ranks 1..N-1 (workers) under "
-            "leases in a work journal and a state-shard coordinator, as F314 specifies. Start "
-            "it with `mpiexec -n N leasefence run ...`, N >= 2. Prints progress on stderr and, "
-            "at the end, the counts; exits 0 when every item completed exactly once, 1 "
-            "otherwise, 2 on bad usage. Rerun with the same --journal and --snapshot after a "
-            "crash to restart the master: unfinished work is dispatched again."
-        ),
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence run` (the parser is made by ``leasefence.cli``)."""
+    p.description = (
+        "Dispatch work items from rank 0 (the master) to ranks 1..N-1 (workers) under "
+        "leases in a work journal and a state-shard coordinator, as F314 specifies. Start "
+        "it with `mpiexec -n N leasefence run ...`, N >= 2. Prints progress on stderr and, "
+        "at the end, the counts; exits 0 when every item completed exactly once, 1 "
+        "otherwise, 2 on bad usage. Rerun with the same --journal and --snapshot after a "
+        "crash to restart the master: unfinished work is dispatched again."
     )
     p.add_argument("--work", type=count, default=200, help="work items (default 200)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")

@@ -7,32 +7,28 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from leasefence.argtypes import count, nonneg, rate, seconds
+from leasefence.cli.argtypes import count, nonneg, rate, seconds
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "campaign",
-        help="fault-injection campaign on real mpiexec runs: F314 vs a pre-fix build",
-        description=(
-            "Runs `leasefence run` under mpiexec for the F314 code and for a pre-fix build "
-            "(F314's four defects applied to a temporary copy, as in the planted-bug "
-            "catalogue), on the same seed and fault schedule: master SIGKILLed and restarted "
-            "(torn tails left), a simulated reboot, a worker SIGSTOPped past its TTL, wall-clock "
-            "steps forward and back, late/duplicated/reordered/wrong-ID results, concurrent "
-            "candidates for one work item and state task, journal compaction. Then checks each "
-            "history offline (no work completed twice, no wrong-owner commit, every item "
-            "completed once, traces valid against the model) and prints a table. With "
-            "--pipeline N > 1 every job runs at that depth, the master also restarts inside the "
-            "running job (its workers and their results in flight alive), and the builds are "
-            "F314 (fenced by generation) and rank-fence (the same code with --fence rank), a "
-            "measurement. Exit "
-            "0 when F314 holds with every fault injected (beyond depth 1: and results across "
-            "generations arrived and were refused) and the pre-fix build, if run, shows "
-            "damage; 1 otherwise; 2 on bad usage."
-        ),
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence campaign` (the parser is made by ``leasefence.cli``)."""
+    p.description = (
+        "Runs `leasefence run` under mpiexec for the F314 code and for a pre-fix build "
+        "(F314's four defects applied to a temporary copy, as in the planted-bug "
+        "catalogue), on the same seed and fault schedule: master SIGKILLed and restarted "
+        "(torn tails left), a simulated reboot, a worker SIGSTOPped past its TTL, wall-clock "
+        "steps forward and back, late/duplicated/reordered/wrong-ID results, concurrent "
+        "candidates for one work item and state task, journal compaction. Then checks each "
+        "history offline (no work completed twice, no wrong-owner commit, every item "
+        "completed once, traces valid against the model) and prints a table. With "
+        "--pipeline N > 1 every job runs at that depth, the master also restarts inside the "
+        "running job (its workers and their results in flight alive), and the builds are "
+        "F314 (fenced by generation) and rank-fence (the same code with --fence rank), a "
+        "measurement. Exit "
+        "0 when F314 holds with every fault injected (beyond depth 1: and results across "
+        "generations arrived and were refused) and the pre-fix build, if run, shows "
+        "damage; 1 otherwise; 2 on bad usage."
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the schedule and workload (0)")
     p.add_argument(
@@ -102,7 +98,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from leasefence.campaign import (
+    from leasefence.harness.campaign import (
         CampaignConfig,
         default_builds,
         format_table,

@@ -1278,7 +1278,7 @@ def main_progress(line: str) -> None:
 def layer_crashcheck(deep: bool) -> list[Any]:
     """The ``crashcheck`` row of ``leasefence verify``: the quick run, or with ``--deep`` the
     default one (at least 10,000 crash points). Returns ``verify.Row`` objects."""
-    from leasefence.verify import FAIL, PASS, Row
+    from leasefence.report import FAIL, PASS, Row
 
     if deep:
         report = run()

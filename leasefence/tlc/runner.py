@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from leasefence.model.flavours import Flavour, expected_violations
+from leasefence.paths import ROOT
 
 #: The pinned TLC release: the last immutable one (TLC2 Version 2.19 of 08 August 2024).
 TLC_VERSION = "1.7.4"
@@ -39,7 +40,7 @@ DOWNLOAD_TIMEOUT = 5.0
 EXIT_NO_TLC = 3
 
 #: The folder holding the spec and the configs.
-TLA_DIR = Path(__file__).resolve().parent.parent / "tla"
+TLA_DIR = ROOT / "tla"
 #: The model-checking module every config runs against unless a module of its own name exists.
 MC_MODULE = "MCLeaseFence"
 

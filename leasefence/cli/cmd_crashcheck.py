@@ -5,28 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from leasefence.argtypes import nonneg
+from leasefence.cli.argtypes import nonneg
 
 #: The sizes of ``--quick``: a few hundred crash points in seconds.
 QUICK_POINTS = 400
 QUICK_SIZE = 6
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "crashcheck",
-        help="crash the journal and the coordinator at every point and check what survives",
-        description=(
-            "Runs seeded journal and coordinator workloads in a forked child that acknowledges "
-            "each call after it returned. Family kill: SIGKILL after every mutating file call "
-            "(writes, fsyncs, renames, truncates, creates). Family power: replays the recorded "
-            "file operations with unsynced ones lost, the last write cut at every byte and "
-            "renames not made durable undone. After each crash the files are reopened and "
-            "checked against the reference model: no acknowledged operation lost, nothing "
-            "unacknowledged, L1-L6 hold, no error on opening. Exits 1 on any violation."
-        ),
+def configure(p: argparse.ArgumentParser) -> None:
+    """Arguments of `leasefence crashcheck` (the parser is made by ``leasefence.cli``)."""
+    p.description = (
+        "Runs seeded journal and coordinator workloads in a forked child that acknowledges "
+        "each call after it returned. Family kill: SIGKILL after every mutating file call "
+        "(writes, fsyncs, renames, truncates, creates). Family power: replays the recorded "
+        "file operations with unsynced ones lost, the last write cut at every byte and "
+        "renames not made durable undone. After each crash the files are reopened and "
+        "checked against the reference model: no acknowledged operation lost, nothing "
+        "unacknowledged, L1-L6 hold, no error on opening. Exits 1 on any violation."
     )
     p.add_argument("--seed", type=int, default=1, help="seed of the workloads (default 1)")
     p.add_argument(
@@ -58,7 +54,7 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from leasefence import crashcheck as cc
+    from leasefence.harness import crashcheck as cc
 
     progress = None if args.quiet else cc.main_progress
     if args.replay:

@@ -60,7 +60,7 @@ def diff_twins(iterations: int = 60) -> list[tuple[str, bool, str]]:
 
 def verify_rows(deep: bool) -> list[Any]:
     """The ``verify`` rows: one for the contracts, one per twin pair."""
-    from leasefence.verify import FAIL, PASS, Row
+    from leasefence.report import FAIL, PASS, Row
 
     rows = []
     t = time.perf_counter()

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from leasefence.paths import ROOT
+
+# (ROOT: the source checkout, from leasefence.paths)
 #: What is copied for a mutant run (symlinks kept, so leasefence/impl points into the copy).
 COPIED = ("leasefence", "model", "impl", "conformance", "tests", "tla", "docs", "pyproject.toml")
 
@@ -68,7 +70,7 @@ def apply(mutant: Mutant, tree: Path) -> None:
             raise StaleMutant(
                 f"mutant {mutant.name}: the text to replace occurs {count} times in "
                 f"{mutant.path} (expected exactly once); update the catalogue in "
-                f"leasefence/mutants.py"
+                f"leasefence/harness/mutants.py"
             )
         text = text.replace(old, new)
     try:
@@ -451,7 +453,7 @@ def verify_rows(deep: bool) -> list[Any]:
     mutant against every layer (``verify --mutants`` prints that as a table)."""
     import time
 
-    from leasefence.verify import FAIL, PASS, Row
+    from leasefence.report import FAIL, PASS, Row
 
     # Default: F314's four defects against the unit layer (each must be caught there, as
     # tests/quality requires); --deep: the whole catalogue against every layer.

@@ -1,0 +1,74 @@
+"""The ``tlc`` layer of ``leasefence verify``: every config under TLC, then the agreement."""
+
+from __future__ import annotations
+
+import time
+
+from leasefence.report import FAIL, PASS, SKIP, Row
+from leasefence.tlc.agree import agree, bounds_of_config
+from leasefence.tlc.runner import (
+    TLA_DIR,
+    TlcUnavailable,
+    Tools,
+    all_configs,
+    check_config,
+    find_tools,
+)
+
+
+def tools_or_reason() -> Tools | str:
+    """The TLC tools, or the reason none can be had."""
+    try:
+        return find_tools()
+    except TlcUnavailable as exc:
+        return str(exc)
+
+
+def verify_rows(deep: bool) -> list[Row]:
+    """The TLC layer of ``leasefence verify``: every config judged by its expectation, then the
+    spec ⇄ model agreement; one SKIP row with the reason when no TLC can be had."""
+    tools = tools_or_reason()
+    if isinstance(tools, str):
+        return [
+            Row(
+                "tlc",
+                "TLC configs and agreement",
+                f"TLC unavailable: {tools}"[:80],
+                SKIP,
+                0.0,
+                tools,
+            )
+        ]
+    jar = "" if tools.jar.verified else " (unverified jar)"
+    rows = []
+    for cfg in all_configs(deep=deep):
+        v = check_config(cfg, tools)
+        r = v.result
+        what = f"violated {r.violated}" if r.violated else "no violation"
+        figures = f"{what}; {r.distinct_states or 0:,} states, depth {r.depth}{jar}"
+        detail = "\n".join(r.errors) or v.summary()
+        rows.append(Row("tlc", cfg.name, figures, PASS if v.ok else FAIL, r.seconds, detail))
+    # Deep: the agreement for the deep constants and for every defect's constants too (the
+    # defect switches are code paths of their own in both the spec and the model).
+    cfgs = [TLA_DIR / "MCLeaseFence.cfg"]
+    if deep:
+        cfgs += [TLA_DIR / "MCLeaseFenceDeep.cfg", *sorted(TLA_DIR.glob("BuggyDefect*.cfg"))]
+    for cfg in cfgs:
+        t = time.perf_counter()
+        ag = agree(bounds_of_config(cfg), tools)
+        figures = (
+            f"{len(ag.tlc.states):,} states, {len(ag.tlc.edges):,} transitions on both sides"
+            if ag.ok
+            else ag.problems[0][:80]
+        )
+        rows.append(
+            Row(
+                "tlc",
+                f"spec ⇄ model agreement ({cfg.name})",
+                figures,
+                PASS if ag.ok else FAIL,
+                time.perf_counter() - t,
+                "\n".join(ag.report()),
+            )
+        )
+    return rows

@@ -154,7 +154,7 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
     from leasefence.impl.coordinator import StateShardCoordinator
     from leasefence.impl.journal import WorkLeaseJournal
     from leasefence.impl.master import Master, StepClock
-    from leasefence.impl.transport import MpiTransport, master_dispatch
+    from leasefence.impl.transport import DispatchHooks, MpiTransport, master_dispatch
     from leasefence.impl.workload import generate
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -204,7 +204,11 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
                 marks["end"] = time.perf_counter()
                 marks["cpu_end"] = time.process_time()
 
-        master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, progress=progress)
+        class Progress(DispatchHooks):
+            def on_progress(self, master: Any) -> None:
+                progress(master)
+
+        master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, hooks=Progress())
         master.close()
     timed = tasks + WARMUP - marks["at"]
     seconds = marks["end"] - marks["start"]
@@ -234,9 +238,9 @@ def master_worker(comm: Any) -> None:
 
 
 def _poll_recv(comm: Any, source: int) -> tuple[Any, int]:
-    from leasefence.impl.transport import _mpi_receive
+    from leasefence.impl.transport import mpi_receive
 
-    while (env := _mpi_receive(comm, source, 1.0)) is None:
+    while (env := mpi_receive(comm, source, 1.0)) is None:
         pass
     return int.from_bytes(env.data, "big"), env.source
 

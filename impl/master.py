@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -251,6 +250,19 @@ class Counters:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+#: Which pending work an idle rank is offered, in order: ``(pending, running)`` to candidates,
+#: ``pending`` being the unfinished work no rank is running (catalogue order) and ``running`` the
+#: work IDs of the active dispatches not yet offered in this round (sorted). A policy is passed
+#: in; the default, ``pending_only``, offers the pending work. (A harness passes a faulty one:
+#: ``leasefence.harness.faults.DuplicateCandidates``.)
+CandidatePolicy = Callable[[list[WorkId], list[WorkId]], list[WorkId]]
+
+
+def pending_only(pending: list[WorkId], running: list[WorkId]) -> list[WorkId]:
+    """The candidate policy of a real run: the pending work, in catalogue order."""
+    return pending
+
+
 class Master:
     """Journal + coordinator + reservations + up to ``pipeline`` active dispatches per rank (one
     by default) + counters. ``fence`` is the owner token: ``"rank"`` (F314, the default at depth
@@ -269,6 +281,7 @@ class Master:
         max_failures: int = 3,
         pipeline: int = 1,
         fence: str | None = None,
+        candidates: CandidatePolicy = pending_only,
     ) -> None:
         if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
             raise ValueError(f"pipeline must be a whole number >= 1, got {pipeline!r}")
@@ -285,6 +298,7 @@ class Master:
         self.reservations = reservations or Reservations()
         self.trace = trace
         self.max_failures = max_failures
+        self.candidates = candidates
         self._slots: dict[Rank, list[ActiveDispatch]] = {}
         self._generations: Counter[Rank] = Counter()
         self.counters = Counters()
@@ -293,11 +307,6 @@ class Master:
         self._dirty = True
         self._reopen: Callable[[], Master] | None = None
         self._resume_generations()
-        #: Fault injection (``leasefence run --duplicate-candidates RATE``): with this
-        #: probability an idle rank is first offered a work item another rank is running, a
-        #: concurrent candidate for the same work and state task that F314 must refuse.
-        self.duplicate_candidates = 0.0
-        self.duplicate_rng = random.Random(0)
 
     # -- dispatches and generations ---------------------------------------------------------
 
@@ -354,6 +363,7 @@ class Master:
         max_failures: int = 3,
         pipeline: int = 1,
         fence: str | None = None,
+        candidates: CandidatePolicy = pending_only,
     ) -> Master:
         """A master on the journal and snapshot at these paths, recovered if they exist.
 
@@ -391,6 +401,7 @@ class Master:
             max_failures=max_failures,
             pipeline=pipeline,
             fence=fence,
+            candidates=candidates,
         )
         master._reopen = lambda: cls.open(
             journal_path,
@@ -403,6 +414,7 @@ class Master:
             max_failures=max_failures,
             pipeline=pipeline,
             fence=fence,
+            candidates=candidates,
         )
         if restarting:
             master.recover_after_restart()
@@ -463,6 +475,19 @@ class Master:
             raise RuntimeError("restart_master() needs a master made by Master.open()")
         self.close()
         return self._reopen()
+
+    def restart_in_job(self) -> Master:
+        """RestartMaster inside a running job: ``restart_master()``, then the run's counters
+        (summed: the new master's own start with what its recovery reclaimed) and the failures
+        per work ID (toward ``max_failures``) carried to the new master. Its memory of dispatches
+        is not carried: that is the restart. ``duplicate_completions`` stays exact: the new
+        master counts against every completion in the journal."""
+        new = self.restart_master()
+        for f in fields(new.counters):
+            total = getattr(self.counters, f.name) + getattr(new.counters, f.name)
+            setattr(new.counters, f.name, total)
+        new.failures = self.failures.copy()  # the run's count toward max_failures (given up)
+        return new
 
     def close(self) -> None:
         """Close the journal (the coordinator needs nothing: it saved on every change)."""
@@ -743,8 +768,8 @@ class Master:
 
         Runs only when something changed since the last call (a result, a reclaim, a
         restart), so a refused candidate is not retried in a loop. Each rank with a free slot
-        takes the first pending item, in catalogue order, whose transaction succeeds; a
-        refused item stays pending and is not offered again in the same round. With
+        takes the first of its candidates (``self.candidates``'s; by default the pending items,
+        in catalogue order) whose transaction succeeds; a refused item stays pending and is not offered again in the same round. With
         ``pipeline > 1`` the ranks are served round by round, one slot each per round.
         """
         if not self._dirty:
@@ -762,11 +787,8 @@ class Master:
         refused: set[WorkId] = set()
         sends: list[tuple[Rank, Work]] = []
         for rank in idle:
-            candidates = pending
             running = sorted({d.work_id for _, d in self.dispatches()} - refused)
-            if running and self.duplicate_rng.random() < self.duplicate_candidates:
-                candidates = [self.duplicate_rng.choice(running), *pending]
-            for work_id in candidates:
+            for work_id in self.candidates(pending, running):
                 if work_id in refused:
                     continue
                 outcome = self.dispatch(work_id, rank)

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import random
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from leasefence.impl.master import Master, default_fence
+from leasefence.impl.master import Master, ResultOutcome, default_fence
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import (
-    Injection,
+    DispatchHooks,
     MpiTransport,
-    RestartFault,
+    Reply,
     master_dispatch,
+    respond,
     worker_execute,
 )
-from leasefence.impl.wire import Result
+from leasefence.impl.wire import Rank, Result, Work, WorkId
 from leasefence.impl.workload import WORKERS, WorkItem, generate, reached
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -32,7 +30,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 @dataclass(frozen=True)
 class RunConfig:
-    """The options of one run (the ``leasefence run`` flags)."""
+    """The options of one run (the ``leasefence run`` flags but the faults)."""
 
     work: int = 200
     seed: int = 0
@@ -40,116 +38,63 @@ class RunConfig:
     journal: Path | None = None
     snapshot: Path | None = None
     trace: Path | None = None
-    inject: Injection = field(default_factory=Injection)
     worker: str = "z3"
-    late_s: float | None = None  # default: 1.5 x ttl
     progress_every: float = 1.0
-    # Fault injection for campaigns (``leasefence campaign``); all off by default.
-    clock_file: Path | None = None
-    compact_every: int = 0
-    events: Path | None = None
-    duplicate_candidates: float = 0.0
     # Pipelined dispatch (issue 12): dispatches per rank at once, and the owner token (None:
     # "rank" at depth 1, "generation" beyond).
     pipeline: int = 1
     fence: str | None = None
-    # ``--inject restart``: results handled between in-job master restarts (``RestartFault``).
-    restart_every: int = 10
 
 
-class InjectedClock:
-    """The master's Unix clock with faults read from a JSON file at each reading (``--clock-file``).
+class RunHooks(DispatchHooks):
+    """What a harness plugs into ``run`` (``leasefence.harness.runjob``): the loop's
+    ``DispatchHooks`` and the run's own. Every hook here is the plain run's (the no-op twin)."""
 
-    ``{"wall_offset": S, "mono_origin": M}``: ``wall_offset`` seconds are added to ``time.time()``
-    (a step forward or back of the wall clock); ``mono_origin`` is a reading of the host's
-    monotonic clock taken at a simulated reboot, applied once when the master starts (see
-    ``simulate_reboot``). A missing or unreadable file is no fault.
-    """
+    def on_start(self) -> None:
+        """Rank 0 is about to become the master (before anything else)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def clock(self) -> float:
+        """The master's Unix clock."""
+        return time.time()
 
-    def read(self) -> dict[str, float]:
-        try:
-            doc = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(doc, dict):
-            return {}
-        return {k: float(v) for k, v in doc.items() if isinstance(v, int | float)}
+    def candidates(self, pending: list[WorkId], running: list[WorkId]) -> list[WorkId]:
+        """The master's ``CandidatePolicy``: the pending work."""
+        return pending
 
-    def __call__(self) -> float:
-        return time.time() + self.read().get("wall_offset", 0.0)
+    def respond(self, result: Result, rank: int, attempt: int) -> Sequence[Reply]:
+        """A worker's ``Respond``: the honest one."""
+        return respond(result, rank, attempt)
 
+    def on_open(self, master: Master, restarting: bool) -> None:
+        """The master is open (``restarting``: on an existing journal)."""
 
-def simulate_reboot(origin: float) -> None:
-    """A host reboot as this process sees it: ``time.monotonic()`` counts from ``origin`` (a
-    monotonic reading taken at the simulated boot), as if the machine had booted then. The offset
-    is constant for the life of the process, so the clock stays monotonic; only code that
-    persists monotonic readings (F314 defect 3) can tell."""
-    real = time.monotonic
-    if origin <= 0 or origin > real():
-        return
-    time.monotonic = lambda: real() - origin
-
-
-class EventLog:
-    """The campaign's measurement log (``--events``): one NDJSON line per master start, dispatch
-    sent, result handled and compaction, stamped with the real (uninjected) Unix time."""
-
-    def __init__(self, path: Path) -> None:
-        self._fh = path.open("a", encoding="utf-8")
-
-    def write(self, kind: str, **fields: Any) -> None:
-        fields.update(kind=kind, t=time.time())
-        self._fh.write(json.dumps(fields, separators=(",", ":")) + "\n")
-        self._fh.flush()
+    def on_end(self, master: Master) -> None:
+        """The loop ended with every item completed."""
 
     def close(self) -> None:
-        self._fh.close()
+        """The run is over (also after an error)."""
 
+    def describe(self) -> str:
+        """What the start line says of the faults (e.g. ``", inject late,dup"``)."""
+        return ""
 
-class _LoggedTransport:
-    """A transport that logs every WORK it sends (the dispatches actually sent)."""
-
-    def __init__(self, inner: MpiTransport, log: EventLog) -> None:
-        self.inner, self.log = inner, log
-
-    @property
-    def worker_ranks(self) -> tuple[Any, ...]:
-        return self.inner.worker_ranks
-
-    def send(self, rank: Any, msg: Any) -> None:
-        self.inner.send(rank, msg)
-        work_id = getattr(msg, "work_id", None)
-        if work_id is not None:
-            self.log.write("dispatch", r=int(rank), w=work_id)
-
-    def receive(self, timeout: float) -> Any:
-        return self.inner.receive(timeout)
-
-
-class _Live:
-    """The master now running: the one opened at start, or the last one an in-job restart
-    (``--inject restart``) replaced it with. Callbacks reach the master through it."""
-
-    def __init__(self, master: Master) -> None:
-        self.master = master
+    def summary(self) -> list[tuple[str, str]]:
+        """Lines the report prints before the wall time."""
+        return []
 
 
 class Coverage:
     """Distinct targets reached (verified witnesses) after each completed item: the coverage
     curve, and its area normalised to [0, 1] (the mean fraction of targets reached so far)."""
 
-    def __init__(self, master: Master) -> None:
-        self.master = master
+    def __init__(self) -> None:
         self.reached: set[str] = set()
         self.curve: list[int] = []
 
-    def __call__(self, result: Result, outcome: Any) -> None:
+    def add(self, master: Master, result: Result, outcome: ResultOutcome) -> None:
         if outcome.stale or not outcome.work_ok or not result.ok:
             return
-        item: WorkItem | None = self.master.catalogue.get(result.work_id)
+        item: WorkItem | None = master.catalogue.get(result.work_id)
         if item is not None and reached(item, result.output):
             self.reached.add(item.target)
         self.curve.append(len(self.reached))
@@ -160,10 +105,65 @@ class Coverage:
         return sum(self.curve) / (len(self.curve) * len(self.reached))
 
 
-def run(config: RunConfig, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+class _Loop(DispatchHooks):
+    """The run's own hooks around the harness's: the master running now (the one opened at
+    start, or the last one an in-job restart replaced it with), coverage and progress lines."""
+
+    def __init__(
+        self, master: Master, hooks: RunHooks, start: float, every: float, err: TextIO
+    ) -> None:
+        self.master, self.hooks, self.err = master, hooks, err
+        self.start, self.every, self.last = start, every, 0.0
+        self.coverage = Coverage()
+
+    def on_dispatch(self, master: Master, rank: Rank, work: Work) -> None:
+        self.hooks.on_dispatch(master, rank, work)
+
+    def on_result(self, master: Master, rank: Rank, result: Result, outcome: ResultOutcome) -> None:
+        self.coverage.add(master, result, outcome)
+        self.hooks.on_result(master, rank, result, outcome)
+
+    def restart_due(self, master: Master, sent: Sequence[tuple[Rank, Work]]) -> bool:
+        return self.hooks.restart_due(master, sent)
+
+    def on_restart(self, old: Master, new: Master) -> None:
+        self.master = new
+        self.hooks.on_restart(old, new)
+        print(
+            f"  master restarted in the job (epoch {getattr(new.coordinator, 'epoch', None)}; "
+            f"{len(old.dispatches())} dispatches in flight forgotten)",
+            file=self.err,
+            flush=True,
+        )
+
+    def on_progress(self, master: Master) -> None:
+        self.hooks.on_progress(master)
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        c = master.counters
+        done = master.summary()["completed_in_journal"]
+        print(
+            f"  [{now - self.start:6.1f} s] {done}/{len(master.catalogue)} completed, "
+            f"{len(master.dispatches())} running, {c.refused_leases} refused leases, "
+            f"{c.stale_results} stale, {c.wrong_owner_rejections} wrong-owner, "
+            f"{len(self.coverage.reached)} targets reached",
+            file=self.err,
+            flush=True,
+        )
+
+
+def run(
+    config: RunConfig,
+    hooks: RunHooks | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
     """Run the job on ``MPI.COMM_WORLD``; returns this rank's exit status."""
     from mpi4py import MPI
 
+    hooks = hooks if hooks is not None else RunHooks()
     comm = MPI.COMM_WORLD
     if comm.Get_size() < 2:
         if comm.Get_rank() == 0:
@@ -176,13 +176,8 @@ def run(config: RunConfig, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -
         return EXIT_USAGE
     try:
         if comm.Get_rank() == 0:
-            return _master(comm, config, out, err)
-        worker_execute(
-            comm,
-            WORKERS[config.worker],
-            inject=config.inject,
-            late_s=config.late_s if config.late_s is not None else 1.5 * config.ttl,
-        )
+            return _master(comm, config, hooks, out, err)
+        worker_execute(comm, WORKERS[config.worker], respond=hooks.respond)
         return EXIT_OK
     except Exception:
         traceback.print_exc(file=err)
@@ -190,102 +185,99 @@ def run(config: RunConfig, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -
         comm.Abort(EXIT_FAILED)  # never leave the other ranks waiting (does not return)
 
 
-def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
+def _master(comm: Any, config: RunConfig, hooks: RunHooks, out: TextIO, err: TextIO) -> int:
+    """Rank 0: open the master, run the loop to the end, report; the exit status."""
     logging.basicConfig(
         level=logging.WARNING, stream=err, format="leasefence %(levelname)s: %(message)s"
     )
-    injected = InjectedClock(config.clock_file) if config.clock_file is not None else None
-    if injected is not None:
-        simulate_reboot(injected.read().get("mono_origin", 0.0))
+    hooks.on_start()
     start = time.monotonic()
     catalogue = generate(config.work, config.seed)
-    events = EventLog(config.events) if config.events is not None else None
-    transport: Any = MpiTransport(comm)
-    if events is not None:
-        transport = _LoggedTransport(transport, events)
-    with tempfile.TemporaryDirectory(prefix="leasefence-run-") as tmp:
-        journal = config.journal or Path(tmp) / ".work_leases.jsonl"
-        snapshot = config.snapshot or journal.with_name(journal.name + ".snapshot.json")
-        trace = None
-        if config.trace is not None:
-            trace = TraceWriter(
-                config.trace,
+    transport = MpiTransport(comm)
+    trace: TraceWriter | None = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="leasefence-run-") as tmp:
+            journal = config.journal or Path(tmp) / ".work_leases.jsonl"
+            snapshot = config.snapshot or journal.with_name(journal.name + ".snapshot.json")
+            trace = _trace_writer(config, catalogue, transport.worker_ranks)
+            restarting = journal.exists() and journal.stat().st_size > 0
+            master = Master.open(
+                journal,
+                snapshot,
+                catalogue,
                 ttl=config.ttl,
-                ranks=transport.worker_ranks,
-                task_of={i.work_id: i.state_task_id for i in catalogue},
+                trace=trace,
+                clock=hooks.clock,
                 pipeline=config.pipeline,
-                fence=config.fence or default_fence(config.pipeline),
+                fence=config.fence,
+                candidates=hooks.candidates,
             )
-        restarting = journal.exists() and journal.stat().st_size > 0
-        master = Master.open(
-            journal,
-            snapshot,
-            catalogue,
-            ttl=config.ttl,
-            trace=trace,
-            clock=injected if injected is not None else time.time,
-            pipeline=config.pipeline,
-            fence=config.fence,
-        )
-        master.duplicate_candidates = config.duplicate_candidates
-        master.duplicate_rng = random.Random(f"{config.seed}/duplicate-candidates")
-        live = _Live(master)
-        coverage = Coverage(master)
-        on_result: Callable[[Result, Any], None] = coverage
-        if events is not None:
-            events.write("start", pid=os.getpid(), restart=restarting)
-            on_result = _logged(live, coverage, events, config.compact_every)
-        restart = RestartFault(config.restart_every) if "restart" in config.inject.kinds else None
-
-        def on_restart(old: Master, new: Master) -> None:
-            live.master = coverage.master = new
-            epoch = getattr(new.coordinator, "epoch", None)
-            if events is not None:
-                events.write("restart", epoch=epoch, in_flight=len(old.dispatches()))
-            print(
-                f"  master restarted in the job (epoch {epoch}; {len(old.dispatches())} "
-                "dispatches in flight forgotten)",
-                file=err,
-                flush=True,
-            )
-
-        print(
-            f"leasefence run: {len(catalogue)} work items, {len(transport.worker_ranks)} worker "
-            f"ranks, ttl {config.ttl:g} s, seed {config.seed}, worker {config.worker}"
-            + (f", inject {','.join(sorted(config.inject.kinds))}" if config.inject.kinds else "")
-            + (
-                f", pipeline {master.pipeline} ({master.fence} fence)"
-                if master.pipeline > 1
-                else ""
-            )
-            + f"; journal {config.journal or '(temporary)'}",
-            file=err,
-            flush=True,
-        )
-        try:
-            master = master_dispatch(
-                master,
-                transport,
-                on_result=on_result,
-                progress=_progress(start, config.progress_every, coverage, err),
-                restart=restart,
-                on_restart=on_restart,
-            )
-            summary = master.summary()
-            if events is not None:
-                events.write("end", **master.counters.as_dict())
-        finally:
-            live.master.close()
-            if trace is not None:
-                trace.close()
-            if events is not None:
-                events.close()
-    wall = time.monotonic() - start
+            loop = _Loop(master, hooks, start, config.progress_every, err)
+            try:
+                hooks.on_open(master, restarting)
+                print(_banner(config, hooks, master, len(transport.worker_ranks)), file=err)
+                err.flush()
+                master = master_dispatch(master, transport, hooks=loop)
+                summary = master.summary()
+                hooks.on_end(master)
+            finally:
+                loop.master.close()
+    finally:
+        if trace is not None:
+            trace.close()
+        hooks.close()
+    lines = _report(master, summary, loop.coverage, time.monotonic() - start)
+    lines[-1:-1] = hooks.summary()
+    print("leasefence run: done", file=out)
+    for name, value in lines:
+        print(f"  {name:<25}{value}", file=out)
+    out.flush()
     c = master.counters
-    lines = [
+    ok = (
+        c.duplicate_completions == 0
+        and summary["completed_in_journal"] == len(catalogue)
+        and c.given_up == 0
+    )
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _trace_writer(
+    config: RunConfig, catalogue: Sequence[WorkItem], ranks: Sequence[Rank]
+) -> TraceWriter | None:
+    """The run's trace writer, if it has a trace."""
+    if config.trace is None:
+        return None
+    return TraceWriter(
+        config.trace,
+        ttl=config.ttl,
+        ranks=ranks,
+        task_of={i.work_id: i.state_task_id for i in catalogue},
+        pipeline=config.pipeline,
+        fence=config.fence or default_fence(config.pipeline),
+    )
+
+
+def _banner(config: RunConfig, hooks: RunHooks, master: Master, workers: int) -> str:
+    """The line a run starts with (on stderr)."""
+    return (
+        f"leasefence run: {len(master.catalogue)} work items, {workers} worker "
+        f"ranks, ttl {config.ttl:g} s, seed {config.seed}, worker {config.worker}"
+        + hooks.describe()
+        + (f", pipeline {master.pipeline} ({master.fence} fence)" if master.pipeline > 1 else "")
+        + f"; journal {config.journal or '(temporary)'}"
+    )
+
+
+def _report(
+    master: Master, summary: dict[str, Any], coverage: Coverage, wall: float
+) -> list[tuple[str, str]]:
+    """The lines of the final report, by name."""
+    c = master.counters
+    return [
         (
             "items completed",
-            f"{c.completed} (journal: {summary['completed_in_journal']}/{len(catalogue)} completed)",
+            f"{c.completed} (journal: {summary['completed_in_journal']}/{len(master.catalogue)} "
+            "completed)",
         ),
         ("duplicate completions", f"{c.duplicate_completions}"),
         ("refused leases", f"{c.refused_leases}"),
@@ -304,81 +296,3 @@ def _master(comm: Any, config: RunConfig, out: TextIO, err: TextIO) -> int:
         ),
         ("wall time", f"{wall:.2f} s"),
     ]
-    if restart is not None:
-        lines[-1:-1] = [
-            ("master restarts", f"{restart.restarts} in the job (every {restart.every} results)"),
-            (
-                "results across a restart",
-                f"{restart.crossed} ({restart.crossed_refused} refused or stale, "
-                f"{restart.state_taken} took the state task of another live dispatch)",
-            ),
-        ]
-    print("leasefence run: done", file=out)
-    for name, value in lines:
-        print(f"  {name:<25}{value}", file=out)
-    out.flush()
-    ok = (
-        c.duplicate_completions == 0
-        and summary["completed_in_journal"] == len(catalogue)
-        and c.given_up == 0
-    )
-    return EXIT_OK if ok else EXIT_FAILED
-
-
-def _logged(
-    live: _Live, coverage: Coverage, events: EventLog, compact_every: int
-) -> Callable[[Result, Any], None]:
-    """``on_result`` for campaigns: coverage, one ``result`` line per result handled, and a
-    journal compaction after every ``compact_every`` accepted completions."""
-    done = [0]
-
-    def on_result(result: Result, outcome: Any) -> None:
-        master = live.master
-        coverage(result, outcome)
-        item = master.catalogue.get(result.work_id)
-        accepted = not outcome.stale and outcome.work_ok and result.ok
-        events.write(
-            "result",
-            w=result.work_id,
-            ok=result.ok,
-            cpu_s=result.cpu_s,
-            stale=outcome.stale,
-            work_ok=outcome.work_ok,
-            state_ok=outcome.state_ok,
-            reached=item.target
-            if accepted and item is not None and reached(item, result.output)
-            else None,
-        )
-        if outcome.work_ok and result.ok:
-            done[0] += 1
-            if compact_every and done[0] % compact_every == 0:
-                compact = getattr(master.journal, "compact", None)
-                if compact is not None:
-                    compact()
-                    events.write("compact")
-
-    return on_result
-
-
-def _progress(
-    start: float, every: float, coverage: Coverage, err: TextIO
-) -> Callable[[Master], None]:
-    last = [0.0]
-
-    def show(master: Master) -> None:
-        now = time.monotonic()
-        if now - last[0] < every:
-            return
-        last[0] = now
-        c = master.counters
-        done = master.summary()["completed_in_journal"]
-        print(
-            f"  [{now - start:6.1f} s] {done}/{len(master.catalogue)} completed, "
-            f"{len(master.dispatches())} running, {c.refused_leases} refused leases, "
-            f"{c.stale_results} stale, {c.wrong_owner_rejections} wrong-owner, "
-            f"{len(coverage.reached)} targets reached",
-            file=err,
-            flush=True,
-        )
-
-    return show

@@ -10,7 +10,7 @@ from leasefence.cli.argtypes import count, rate, seconds
 
 
 def _inject(text: str) -> Any:
-    from leasefence.impl.transport import Injection
+    from leasefence.harness.faults import Injection
 
     try:
         return Injection.parse(text)
@@ -142,9 +142,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from leasefence.harness.faults import Injection
+    from leasefence.harness.runjob import FaultConfig
+    from leasefence.harness.runjob import run as run_job
     from leasefence.impl.mpirun import RunConfig
-    from leasefence.impl.mpirun import run as run_job
-    from leasefence.impl.transport import Injection
 
     config = RunConfig(
         work=args.work,
@@ -153,16 +154,18 @@ def run(args: argparse.Namespace) -> int:
         journal=args.journal,
         snapshot=args.snapshot,
         trace=args.trace,
+        worker=args.worker,
+        pipeline=args.pipeline,
+        fence=args.fence,
+    )
+    faults = FaultConfig(
         inject=Injection(
             args.inject.kinds if args.inject else frozenset(), args.inject_rate, args.seed
         ),
-        worker=args.worker,
         clock_file=args.clock_file,
         compact_every=args.compact_every,
         events=args.events,
         duplicate_candidates=args.duplicate_candidates,
-        pipeline=args.pipeline,
-        fence=args.fence,
         restart_every=args.restart_every,
     )
-    return run_job(config)
+    return run_job(config, faults)

@@ -13,15 +13,14 @@ from typing import Any
 import pytest
 
 from leasefence.conformance.tracecheck import validate
+from leasefence.harness.faults import Injection, RestartFault, WorkerFaults, in_process
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import WorkLeaseJournal
 from leasefence.impl.master import DISPATCH_STEPS, Master, RankBusy, Reservations
 from leasefence.impl.trace import TraceWriter, read_trace
 from leasefence.impl.transport import (
-    Injection,
     InProcessTransport,
     ManualClock,
-    RestartFault,
     deliver,
     execute,
     master_dispatch,
@@ -439,7 +438,7 @@ def _run(
     m = Master.open(
         tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=clock, trace=trace
     )
-    transport = InProcessTransport(worker, ranks, inject=inject, clock=clock, late_s=2 * TTL)
+    transport = in_process(worker, ranks, inject=inject, clock=clock, late_s=2 * TTL)
     master_dispatch(m, transport, poll=1.0)
     assert set(transport.stopped) == set(ranks)
     m.close()
@@ -494,12 +493,16 @@ def _restarting_run(tmp_path: Path, fence: str, every: int = 2) -> tuple[Master,
         pipeline=2,
         fence=fence,
     )
-    restart = RestartFault(every)
     restarted: list[tuple[Master, Master]] = []
+
+    class Recorded(RestartFault):
+        def on_restart(self, old: Master, new: Master) -> None:
+            super().on_restart(old, new)
+            restarted.append((old, new))
+
+    restart = Recorded(every)
     transport = InProcessTransport(trivial_worker, (1, 2), clock=clock)
-    last = master_dispatch(
-        m, transport, poll=1.0, restart=restart, on_restart=lambda a, b: restarted.append((a, b))
-    )
+    last = master_dispatch(m, transport, poll=1.0, hooks=restart)
     assert len(restarted) == restart.restarts > 0
     assert restarted[0][0] is m
     assert restarted[-1][1] is last
@@ -547,8 +550,9 @@ def test_the_restart_fault_is_the_masters_and_workers_ignore_it() -> None:
     assert inject.kinds == {"restart", "late"}
     assert not inject.hits("dup", W1, 1, 0)
     work = CATALOGUE[0].work()
-    replies = execute(work, trivial_worker, 1, Injection.parse("restart", rate=1.0), 0)
-    assert [(r.tag, r.late) for r in replies] == [(Tag.RESULT, False)]
+    faults = WorkerFaults(Injection.parse("restart", rate=1.0), late_s=1.0)
+    replies = execute(work, trivial_worker, 1, 0, faults.respond)
+    assert [(r.tag, r.hold > 0) for r in replies] == [(Tag.RESULT, False)]
 
 
 # -- the workload ---------------------------------------------------------------------------
@@ -606,7 +610,7 @@ def test_a_failed_result_that_crosses_an_in_job_restart_frees_its_work_for_anoth
     )
     restart = RestartFault(2)
     transport = InProcessTransport(worker, (1, 2), clock=clock)
-    last = master_dispatch(m, transport, poll=1.0, restart=restart)
+    last = master_dispatch(m, transport, poll=1.0, hooks=restart)
     last.close()
     assert restart.restarts > 0
     assert last.counters.completed == len(items)

@@ -13,12 +13,13 @@ import pytest
 
 from leasefence.cli import main
 from leasefence.conformance.tracecheck import validate
+from leasefence.harness.faults import Injection, in_process
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.journal import WorkLeaseJournal, parse_line
 from leasefence.impl.master import Master, RankBusy, ResultOutcome
 from leasefence.impl.trace import TraceWriter
-from leasefence.impl.transport import Injection, InProcessTransport, ManualClock, master_dispatch
+from leasefence.impl.transport import ManualClock, master_dispatch
 from leasefence.impl.wire import (
     FROM_MASTER,
     FROM_WORKER,
@@ -338,9 +339,7 @@ def test_an_in_process_depth_two_run_with_reordered_late_and_duplicated_results(
         pipeline=2,
         trace=trace,
     )
-    transport = InProcessTransport(
-        trivial_worker, (1, 2, 3), inject=inject, clock=clock, late_s=2 * TTL
-    )
+    transport = in_process(trivial_worker, (1, 2, 3), inject=inject, clock=clock, late_s=2 * TTL)
     master_dispatch(m, transport, poll=1.0)
     m.close()
     trace.close()

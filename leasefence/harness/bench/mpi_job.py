@@ -1,10 +1,11 @@
 """One contender of the dispatch benchmark, as an MPI job: round trips per second with trivial tasks.
 
-Run by path under ``mpiexec`` (``leasefence bench`` does this, one short job per contender and
-repetition, interleaved)::
+Run as a module under ``mpiexec`` (``leasefence bench`` does this, one short job per contender
+and repetition, interleaved)::
 
-    mpiexec -n 3 python benchmarks/dispatch.py CONTENDER --tasks N --out RESULT.json
-    mpiexec -n 3 python -m mpi4py.futures benchmarks/dispatch.py pool --tasks N --out RESULT.json
+    mpiexec -n 3 python -m leasefence.harness.bench.mpi_job CONTENDER --tasks N --out RESULT.json
+    mpiexec -n 3 python -m mpi4py.futures -m leasefence.harness.bench.mpi_job pool --tasks N \
+        --out RESULT.json
 
 Rank 0 times ``N`` round trips (one task out to a worker rank, one result back) after a short
 warm-up and writes ``{"contender", "tasks", "seconds", "rate"}`` to RESULT.json (master
@@ -151,14 +152,12 @@ class _Commit:
 
 
 def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
+    from leasefence.harness.bench.memory_journal import MemoryJournal
     from leasefence.impl.coordinator import StateShardCoordinator
     from leasefence.impl.journal import WorkLeaseJournal
     from leasefence.impl.master import Master, StepClock
-    from leasefence.impl.transport import MpiTransport, master_dispatch
+    from leasefence.impl.transport import DispatchHooks, MpiTransport, master_dispatch
     from leasefence.impl.workload import generate
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from memory_journal import MemoryJournal
 
     catalogue = generate(tasks + WARMUP, seed=0)
     with tempfile.TemporaryDirectory(prefix="leasefence-bench-", dir=out.parent) as tmp:
@@ -204,9 +203,13 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
                 marks["end"] = time.perf_counter()
                 marks["cpu_end"] = time.process_time()
 
-        master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, progress=progress)
+        class Progress(DispatchHooks):
+            def on_progress(self, master: Any) -> None:
+                progress(master)
+
+        master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, hooks=Progress())
         master.close()
-    timed = tasks + WARMUP - marks["at"]
+    timed = tasks + WARMUP - int(marks["at"])
     seconds = marks["end"] - marks["start"]
     extra: dict[str, Any] = {
         "pipeline": master.pipeline,
@@ -234,9 +237,9 @@ def master_worker(comm: Any) -> None:
 
 
 def _poll_recv(comm: Any, source: int) -> tuple[Any, int]:
-    from leasefence.impl.transport import _mpi_receive
+    from leasefence.impl.transport import mpi_receive
 
-    while (env := _mpi_receive(comm, source, 1.0)) is None:
+    while (env := mpi_receive(comm, source, 1.0)) is None:
         pass
     return int.from_bytes(env.data, "big"), env.source
 
@@ -324,7 +327,7 @@ def main() -> None:
         pool_job(args.tasks, args.out)
         return
     if comm.Get_size() < 2:
-        sys.exit("dispatch.py: needs mpiexec -n 2 or more")
+        sys.exit("mpi_job: needs mpiexec -n 2 or more")
     rank = comm.Get_rank()
     if args.contender.startswith("master"):
         if rank == 0:

@@ -1,0 +1,118 @@
+"""What every benchmark shares: the sizes, medians of interleaved contenders, the figures' format."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import platform
+import sqlite3
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Unix time stamped into generated records (any fixed value: replay does not read the clock).
+T0 = 1_767_225_600.25
+#: How a benchmark prints a line of progress.
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each benchmark does. ``tiny`` is for the tests, ``default`` for ``make bench``
+    (every benchmark in well under 5 minutes), ``full`` adds 10⁶-record journals and longer runs."""
+
+    name: str
+    repeats: int
+    pairs: int  # lease+complete pairs per journal contender per repetition (per-call sync)
+    group: int  # pairs per group commit
+    groups: int  # groups per contender per repetition
+    recovery: tuple[int, ...]  # journal lengths, in records
+    active: int  # active leases in the compacted journal whose open time has a goal
+    opens: int  # opens per journal per repetition (the median is kept)
+    tasks: int  # round trips per dispatch job
+    durable_tasks: int  # round trips per dispatch job with a durable journal
+    dispatch_repeats: int
+    conformance_examples: int
+    tlc_repeats: int
+
+    @classmethod
+    def named(cls, name: str) -> Sizes:
+        return SIZES[name]
+
+
+SIZES = {
+    "tiny": Sizes("tiny", 1, 5, 4, 2, (100, 1_000), 200, 1, 30, 20, 1, 2, 1),
+    "default": Sizes(
+        "default", 5, 40, 16, 8, (1_000, 10_000, 100_000), 10_000, 3, 400, 200, 3, 10, 2
+    ),
+    "full": Sizes(
+        "full",
+        7,
+        100,
+        16,
+        20,
+        (1_000, 10_000, 100_000, 1_000_000),
+        10_000,
+        5,
+        2_000,
+        500,
+        5,
+        40,
+        3,
+    ),
+}
+
+
+def fmt(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if abs(v) >= 0.1 else f"{v:.3g}"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "load_average": [round(x, 2) for x in load],
+        "sqlite": sqlite3.sqlite_version,
+    }
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def interleave(
+    contenders: dict[str, Callable[[int], float]], repeats: int
+) -> dict[str, list[float]]:
+    """Run every contender once per repetition, in a rotating order; their figures by name.
+
+    Each contender takes the repetition number and returns its figure (a rate)."""
+    names = list(contenders)
+    runs: dict[str, list[float]] = {n: [] for n in names}
+    for rep in range(repeats):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            runs[name].append(contenders[name](rep))
+    return runs
+
+
+def work_ids(n: int, salt: str = "") -> list[str]:
+    return [hashlib.sha256(f"{salt}{i}".encode()).hexdigest() for i in range(n)]

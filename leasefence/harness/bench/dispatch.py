@@ -1,0 +1,128 @@
+"""The ``dispatch`` benchmark's driver: one short ``mpiexec -n 3`` job of ``mpi_job`` per contender and repetition, interleaved."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from leasefence.harness.bench.common import Sizes, fmt, interleave, median
+
+#: The MPI job of one contender, run as a module (it ships in the package).
+MPI_JOB = "leasefence.harness.bench.mpi_job"
+#: The contenders, in the order they are interleaved.
+DISPATCH = (
+    "bare",
+    "bare-poll",
+    "master-memory",
+    "master-depth1",
+    "master-depth2",
+    "master-always",
+    "master-group",
+    "pool",
+)
+
+
+def mpiexec() -> str | None:
+    """``mpiexec`` beside this Python (the mpich wheel puts it in the virtualenv), or on PATH."""
+    here = Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.is_file() else shutil.which("mpiexec")
+
+
+def _dispatch_job(
+    contender: str, tasks: int, where: Path, timeout: float = 120.0
+) -> dict[str, Any]:
+    """One contender's ``mpiexec -n 3`` job; its RESULT.json (``rate`` and, for a master
+    contender, the pipeline depth it reached)."""
+    launcher = mpiexec()
+    if launcher is None:
+        raise RuntimeError("no mpiexec beside this Python or on PATH")
+    out = where / f"{contender}.json"
+    out.unlink(missing_ok=True)
+    python = [sys.executable, "-m", "mpi4py.futures"] if contender == "pool" else [sys.executable]
+    cmd = [
+        launcher,
+        "-n",
+        "3",
+        *python,
+        "-m",
+        MPI_JOB,
+        contender,
+        "--tasks",
+        str(tasks),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0 or not out.is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: " + " | ".join(tail))
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Every contender of ``DISPATCH``, interleaved. ``depth2_over_depth1`` is the throughput of
+    pipeline depth 2 over depth 1, both on the in-memory journal with generation fencing (only
+    the depth differs); ``max_in_flight_per_rank`` and ``mean_in_flight_per_rank`` say how
+    deep each master contender's pipeline really was (the most and the mean dispatches per
+    rank, over repetitions), ``master_busy`` the median share of the timed wall time rank 0
+    spent on its CPU (near 1: the master's own work bounds the rate; far below: waiting)."""
+    docs: dict[str, list[dict[str, Any]]] = {}
+
+    def job(name: str) -> Callable[[int], float]:
+        n = sizes.durable_tasks if name in ("master-always", "master-group") else sizes.tasks
+
+        def run(rep: int) -> float:
+            doc = _dispatch_job(name, n, where)
+            rate = float(doc["rate"])
+            if "max_in_flight_per_rank" in doc:
+                docs.setdefault(name, []).append(doc)
+            say(f"    {name:<14} {fmt(rate):>8} round trips/s")
+            return rate
+
+        return run
+
+    runs = interleave({name: job(name) for name in DISPATCH}, sizes.dispatch_repeats)
+    med = {k: median(v) for k, v in runs.items()}
+    say("  medians: " + ", ".join(f"{k} {fmt(v)}" for k, v in med.items()) + " round trips/s")
+    depth2_over_depth1 = med["master-depth2"] / med["master-depth1"]
+    max_in_flight = {k: max(int(d["max_in_flight_per_rank"]) for d in v) for k, v in docs.items()}
+    mean_in_flight = {
+        k: statistics.fmean(float(d["mean_in_flight_per_rank"]) for d in v) for k, v in docs.items()
+    }
+    busy = {k: median([d["master_cpu_s"] / d["seconds"] for d in v]) for k, v in docs.items()}
+
+    def depth(k: str) -> str:
+        return f"max {max_in_flight[k]}, mean {mean_in_flight[k]:.2f}, master busy {busy[k]:.0%}"
+
+    say(
+        f"  depth 2 / depth 1 throughput: {fmt(depth2_over_depth1)}x (in-memory journal, "
+        f"generation fence; dispatches in flight per rank, depth 1: {depth('master-depth1')}; "
+        f"depth 2: {depth('master-depth2')})"
+    )
+    return {
+        "ranks": 3,
+        "tasks": sizes.tasks,
+        "durable_tasks": sizes.durable_tasks,
+        "runs": runs,
+        "median_round_trips_per_s": med,
+        # time per round trip, master with the in-memory journal over the bare loops
+        "memory_over_bare_time": med["bare"] / med["master-memory"],
+        "memory_over_bare_poll_time": med["bare-poll"] / med["master-memory"],
+        "group_over_pool": med["master-group"] / med["pool"],
+        "always_over_pool": med["master-always"] / med["pool"],
+        "group_over_always": med["master-group"] / med["master-always"],
+        # issue 12: pipeline depth 2 over depth 1, round trips/s (medians), only the depth
+        # differs; and the generation fence over F314's rank fence, both at depth 1
+        "depth2_over_depth1": depth2_over_depth1,
+        "generation_over_rank_fence": med["master-depth1"] / med["master-memory"],
+        "max_in_flight_per_rank": max_in_flight,
+        "mean_in_flight_per_rank": mean_in_flight,
+        "master_busy": busy,
+    }

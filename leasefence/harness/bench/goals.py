@@ -1,0 +1,83 @@
+"""The benchmarks' goals: each figure beside the bound it should meet (printed, never enforced), and the figures that explain them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from leasefence.harness.bench.common import fmt
+
+
+@dataclass
+class Goal:
+    """One goal: a figure, the bound it must meet, and the verdict (``PASS``/``MISS``/``SKIP``)."""
+
+    name: str
+    figure: str  # what the value is, e.g. "journal/SQLite pairs per second"
+    value: float | None
+    op: str  # ">=" or "<="
+    bound: float
+    unit: str = "x"
+    note: str = ""
+
+    @property
+    def status(self) -> str:
+        if self.value is None:
+            return "SKIP"
+        ok = self.value >= self.bound if self.op == ">=" else self.value <= self.bound
+        return "PASS" if ok else "MISS"
+
+    def line(self) -> str:
+        shown = "-" if self.value is None else fmt(self.value) + self.unit
+        want = f"{self.op} {fmt(self.bound)}{self.unit}"
+        tail = f"  ({self.note})" if self.note else ""
+        return f"  {self.status:<4}  {self.name:<44} {shown:>12}   goal {want}{tail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "status": self.status}
+
+
+def goals(results: dict[str, Any]) -> list[Goal]:
+    """The issue's goals, each with the figure this run measured (None: not measured)."""
+
+    def get(*path: str) -> float | None:
+        node: Any = results
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return float(node) if isinstance(node, int | float) else None
+
+    active = int(get("recovery", "active_leases") or 10_000)
+    return [
+        Goal("journal / SQLite, per-call sync", "pairs/s, both durable", get("journal", "per_call", "journal_over_sqlite"), ">=", 1.0),
+        Goal("journal / SQLite, group commit", "pairs/s, group vs one transaction", get("journal", "group", "journal_over_sqlite"), ">=", 1.0),
+        Goal("journal / fdatasync limit, per-call sync", "pairs/s vs 2 syncs per pair", get("journal", "per_call", "journal_over_limit"), ">=", 0.8),
+        Goal("journal / fdatasync limit, group commit", "pairs/s vs 1 sync per group", get("journal", "group", "journal_over_limit"), ">=", 0.8),
+        Goal("replay (longest journal measured)", "records/s", get("recovery", "replayed_per_s"), ">=", 500_000, unit="/s"),
+        Goal(f"open compacted journal, {active:,} active leases", "milliseconds", None if get("recovery", "active_open_s") is None else 1e3 * (get("recovery", "active_open_s") or 0.0), "<=", 50, unit=" ms"),
+        Goal("master (memory journal) / bare mpi4py, time per rt", "bare blocking recv loop", get("dispatch", "memory_over_bare_time"), "<=", 1.25),
+        Goal("durable master, group commit / MPIPoolExecutor", "round trips/s", get("dispatch", "group_over_pool"), ">=", 1.0),
+        Goal("model checker / TLC states per second", "same bounds, wall clock", get("verification", "model_vs_tlc", "model_over_tlc"), ">=", 0.5),
+    ]  # fmt: skip
+
+
+def other_figures(results: dict[str, Any]) -> list[tuple[str, str]]:
+    """Ratios that explain the goals' figures (no goal of their own)."""
+    lines: list[tuple[str, str]] = []
+    d = results.get("dispatch")
+    if isinstance(d, dict):
+        med = d["median_round_trips_per_s"]
+        lines += [
+            ("master (memory journal) / bare-poll loop, time per rt", fmt(d["memory_over_bare_poll_time"]) + "x"),
+            ("bare blocking loop / bare Improbe+sleep loop, rt/s", fmt(med["bare"] / med["bare-poll"]) + "x"),
+            ("durable master, group commit / per-call sync, rt/s", fmt(d["group_over_always"]) + "x"),
+            ("durable master, per-call sync / MPIPoolExecutor, rt/s", fmt(d["always_over_pool"]) + "x"),
+            ("depth 2 / depth 1 (memory journal, generation fence), rt/s", fmt(d["depth2_over_depth1"]) + "x"),
+            ("generation / rank fence at depth 1, memory journal, rt/s", fmt(d["generation_over_rank_fence"]) + "x"),
+        ]  # fmt: skip
+    v = results.get("verification")
+    if isinstance(v, dict):
+        for name, row in v.get("conformance", {}).get("machines", {}).items():
+            lines.append((f"conformance {name}, steps/s", fmt(row["steps_per_s"])))
+    return lines

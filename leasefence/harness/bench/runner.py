@@ -1,0 +1,102 @@
+"""``leasefence bench``: run the chosen benchmarks into one report, and print the goals."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from leasefence.harness.bench.common import Say, Sizes, machine
+from leasefence.harness.bench.dispatch import bench_dispatch
+from leasefence.harness.bench.goals import Goal, goals, other_figures
+from leasefence.harness.bench.journal import bench_journal
+from leasefence.harness.bench.recovery import bench_recovery
+from leasefence.harness.bench.verification import bench_verification
+
+BENCHMARKS = ("journal", "recovery", "dispatch", "verification")
+SCHEMA = 1
+
+
+@dataclass
+class Report:
+    """Everything one ``leasefence bench`` run measured."""
+
+    sizes: Sizes
+    results: dict[str, Any] = field(default_factory=dict)
+    goals: list[Goal] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "command": "leasefence bench"
+            + ("" if self.sizes.name == "default" else " --" + self.sizes.name),
+            "sizes": asdict(self.sizes),
+            "machine": machine(),
+            "started": self.started,
+            "seconds": self.seconds,
+            "results": self.results,
+            "goals": [g.to_json() for g in self.goals],
+            "errors": self.errors,
+        }
+
+
+RUNNERS: dict[str, Callable[[Sizes, Path, Say], dict[str, Any]]] = {
+    "journal": bench_journal,
+    "recovery": bench_recovery,
+    "dispatch": bench_dispatch,
+    "verification": bench_verification,
+}
+
+
+@contextlib.contextmanager
+def _workdir(base: Path | None) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="leasefence-bench-", dir=base) as tmp:
+        yield Path(tmp)
+
+
+def run(
+    sizes: Sizes,
+    only: Sequence[str] = BENCHMARKS,
+    *,
+    directory: Path | None = None,
+    out: TextIO | None = None,
+) -> Report:
+    """Run the chosen benchmarks; errors are recorded in the report, not raised."""
+    report = Report(sizes)
+    start = time.perf_counter()
+
+    def say(text: str) -> None:
+        print(text, file=out or sys.stdout, flush=True)
+
+    say(f"leasefence bench ({sizes.name} sizes): {', '.join(only)}")
+    with _workdir(directory) as where:
+        for name in only:
+            say(f"[{time.perf_counter() - start:6.1f} s] {name}")
+            sub = where / name
+            sub.mkdir()
+            try:
+                report.results[name] = RUNNERS[name](sizes, sub, say)
+                for error in report.results[name].get("errors", []):
+                    report.errors.append(f"{name}: {error}")
+            except Exception as exc:
+                report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                say(f"  ERROR {name}: {type(exc).__name__}: {exc}")
+    report.seconds = time.perf_counter() - start
+    report.goals = goals(report.results)
+    say(f"[{report.seconds:6.1f} s] done. Ratios beside their goals (printed, not enforced):")
+    for g in report.goals:
+        say(g.line())
+    extra = other_figures(report.results)
+    if extra:
+        say("Other figures of this run (no goal):")
+        for label, value in extra:
+            say(f"        {label:<58} {value}")
+    return report

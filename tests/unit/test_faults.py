@@ -1,0 +1,73 @@
+"""The faults plug into impl's hooks from outside: the duplicate-candidate policy, the in-job
+restart through ``Master.restart_in_job``, and the plain run's hooks as a no-op twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from leasefence.harness.faults import DuplicateCandidates, Injection, WorkerFaults
+from leasefence.impl.master import CandidatePolicy, Master, pending_only
+from leasefence.impl.mpirun import RunHooks
+from leasefence.impl.transport import ManualClock, respond
+from leasefence.impl.wire import Rank, Result, StateTaskId, WorkId
+from leasefence.impl.workload import generate
+
+TTL = 10.0
+
+
+def _second_rank_after_a_dispatch(tmp_path: Path, policy: CandidatePolicy) -> tuple[Master, Any]:
+    """A master whose rank 1 runs the first item; then one round for rank 2."""
+    items = generate(6, 0)
+    tmp_path.mkdir()
+    m = Master.open(
+        tmp_path / "j.jsonl", None, items, ttl=TTL, clock=ManualClock(), candidates=policy
+    )
+    assert m.dispatch(items[0].work_id, Rank(1)).ok
+    sent = m.dispatch_pending([Rank(2)])
+    m.close()
+    return m, sent
+
+
+def test_a_duplicate_candidate_is_offered_first_and_the_master_refuses_it(
+    tmp_path: Path,
+) -> None:
+    plain, plain_sent = _second_rank_after_a_dispatch(tmp_path / "plain", pending_only)
+    faulty, sent = _second_rank_after_a_dispatch(tmp_path / "dup", DuplicateCandidates(1.0, 0))
+    assert sent == plain_sent  # the running item was refused; rank 2 got the same work
+    assert faulty.counters.refused_leases == plain.counters.refused_leases + 1
+
+
+def test_an_in_job_restart_carries_the_runs_counters_failures_and_candidate_policy(
+    tmp_path: Path,
+) -> None:
+    items = generate(4, 0)
+    policy = DuplicateCandidates(0.0, seed=0)
+    m = Master.open(
+        tmp_path / "j.jsonl",
+        tmp_path / "s.json",
+        items,
+        ttl=TTL,
+        clock=ManualClock(),
+        candidates=policy,
+    )
+    ((rank, work),) = m.dispatch_pending([Rank(1)])
+    m.handle_result(rank, Result(work.work_id, work.state_task_id, False, 0.25, {}))
+    new = m.restart_in_job()
+    new.close()
+    assert new.candidates is policy
+    assert new.counters.failed == m.counters.failed == 1
+    assert new.counters.dispatched == m.counters.dispatched == 1
+    assert new.failures[work.work_id] == 1
+    assert not new.dispatches()  # its memory of dispatches is what a restart loses
+
+
+def test_the_plain_runs_hooks_inject_nothing() -> None:
+    hooks = RunHooks()
+    result = Result(WorkId("a" * 64), StateTaskId("s"), True, 0.5, {})
+    pending, running = [WorkId("b" * 64)], [WorkId("c" * 64)]
+    assert hooks.candidates(pending, running) == pending_only(pending, running) == pending
+    assert list(hooks.respond(result, 1, 0)) == respond(result, 1, 0)
+    assert not hooks.restart_due(None, [])  # type: ignore[arg-type]
+    faults = WorkerFaults(Injection(frozenset({"dup", "late"}), rate=1.0), late_s=3.0)
+    assert [r.hold for r in faults.respond(result, 1, 0)] == [3.0, 3.0]

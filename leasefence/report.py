@@ -28,7 +28,7 @@ class Row:
 #: function taking ``deep: bool`` and returning ``list[Row]``.
 LAYERS: tuple[tuple[str, str], ...] = (
     ("lint/types", "leasefence.verify:layer_lint"),
-    ("model check", "leasefence.verify:layer_model"),
+    ("model check", "leasefence.modelcheck:layer_model"),
     ("tlc", "leasefence.tlc.layer:verify_rows"),
     ("crashcheck", "leasefence.harness.crashcheck:layer_crashcheck"),
     ("campaign", "leasefence.harness.campaign:layer_campaign"),

@@ -1,6 +1,6 @@
 """``leasefence verify``: run every layer of ``report.LAYERS`` and write one summary table.
 
-It also holds the two layers that belong to no lower package: lint/types and the model check.
+It also holds the one layer that belongs to no lower package: lint/types (ruff and mypy).
 """
 
 from __future__ import annotations
@@ -12,12 +12,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
-from leasefence.model.check import explore
-from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour, expected_violations
-from leasefence.model.system import Bounds
 from leasefence.paths import ROOT
 from leasefence.report import FAIL, LAYERS, PASS, Row, format_table
 
@@ -50,55 +47,6 @@ def layer_lint(deep: bool) -> list[Row]:
                 PASS if proc.returncode == 0 else FAIL,
                 time.perf_counter() - t,
                 proc.stdout[-2000:] + proc.stderr[-2000:],
-            )
-        )
-    return rows
-
-
-def layer_model(deep: bool) -> list[Row]:
-    """The exhaustive model check: the fixed protocol must pass, each flavour must fail on its L."""
-    rows = []
-    bounds = Bounds(max_leases=3) if deep else Bounds()
-    for flavour in Flavour:
-        t = time.perf_counter()
-        r = explore(replace(bounds, flavour=flavour))
-        expected = EXPECTED_VIOLATIONS[flavour]
-        if flavour is Flavour.FIXED:
-            ok = r.ok
-            figures = f"{r.states:,} states, {r.transitions:,} transitions, depth {r.depth}"
-        else:
-            ok = bool(expected & set(r.violated))
-            figures = f"caught: {', '.join(sorted(expected & set(r.violated))) or 'nothing'} in {len(r.trace) - 1} steps"
-        rows.append(
-            Row(
-                "model check",
-                f"flavour {flavour.value}",
-                figures,
-                PASS if ok else FAIL,
-                time.perf_counter() - t,
-                ", ".join(r.violated),
-            )
-        )
-    # Issue 12: two dispatches per rank (with one wall tick, as `model check --pipeline 2`):
-    # fenced by the rank alone it must fail on L2, by (rank, generation) it must pass.
-    for fence in ("rank", "generation"):
-        t = time.perf_counter()
-        r = explore(replace(bounds, pipeline=2, fence=fence, max_wall=1))
-        want = expected_violations(Flavour.FIXED, 2, fence)
-        ok = bool(want & set(r.violated)) if want else r.ok
-        figures = (
-            f"caught: {', '.join(sorted(want & set(r.violated))) or 'nothing'} in {len(r.trace) - 1} steps"
-            if want
-            else f"{r.states:,} states, {r.transitions:,} transitions, depth {r.depth}"
-        )
-        rows.append(
-            Row(
-                "model check",
-                f"pipeline 2, {fence} fence",
-                figures,
-                PASS if ok else FAIL,
-                time.perf_counter() - t,
-                ", ".join(r.violated),
             )
         )
     return rows

@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from leasefence.paths import NeedsCheckout, require_checkout
+
 # Subcommand -> (module with ``configure(parser)``, one-line help).
 COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("leasefence.cli.cmd_model", "the executable reference model"),
@@ -41,6 +43,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "leasefence.cli.cmd_bench",
         "side-by-side benchmarks: every figure a ratio measured in one run",
     ),
+}
+
+#: Subcommands that work only in a source checkout, and why: from an installed wheel they say so
+#: in one line and exit 2 (``leasefence.paths.require_checkout``). A command whose harness
+#: stops needing the checkout leaves this table.
+NEEDS_CHECKOUT: dict[str, str] = {
+    "verify": (
+        "it runs ruff, mypy and pytest on the checkout's tests/, and plants bugs in a copy of it"
+    ),
+    "campaign": "its pre-fix build is a copy of the checkout with F314's defects planted",
 }
 
 EXIT_OK = 0
@@ -84,7 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(chosen or "")
     args = parser.parse_args(args_list)
     try:
+        if args.command in NEEDS_CHECKOUT:
+            require_checkout(args.command, NEEDS_CHECKOUT[args.command])
         status: int = args.func(args)
+    except NeedsCheckout as exc:
+        print(exc.message, file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

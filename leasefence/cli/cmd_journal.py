@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 from pathlib import Path
 
-from leasefence.impl.errors import InvalidTtl, JournalError
-from leasefence.impl.journal import WorkLeaseJournal, repair_journal, scan_file
-from leasefence.impl.rules import UNIX, check_ttl
-
-EXIT_OK = 0
-EXIT_FAILED = 1
+from leasefence.impl import journalops
+from leasefence.impl.errors import InvalidTtl
+from leasefence.impl.rules import check_ttl
 
 
 def _ttl(text: str) -> float:
@@ -93,127 +87,17 @@ def configure(p: argparse.ArgumentParser) -> None:
     q.set_defaults(func=run_repair)
 
 
-def _fail(message: str) -> int:
-    print(f"leasefence journal: {message}", file=sys.stderr)
-    return EXIT_FAILED
-
-
-def _missing(path: Path) -> int | None:
-    if not path.is_file():
-        return _fail(f"no journal at {path}")
-    return None
-
-
 def run_inspect(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if (status := _missing(path)) is not None:
-        return status
-    try:
-        journal = WorkLeaseJournal.open_readonly(path)
-    except JournalError as err:
-        scan = scan_file(path)
-        bad = ", ".join(f"line {b.line} ({b.reason})" for b in scan.bad)
-        return _fail(f"{err}\n  bad lines: {bad}")
-    except OSError as err:
-        return _fail(f"cannot read {path}: {err}")
-    now = time.time()
-    with journal:
-        leases = journal.leases
-        attempts = journal.attempts
-        active = [
-            {
-                "work_id": w,
-                "worker": x.worker,
-                "updated": x.updated,
-                "clock": x.clock,
-                "age_seconds": (now - x.updated) if x.clock == UNIX else None,
-            }
-            for w, x in sorted(leases.items())
-        ]
-        torn = journal.torn_tail
-        doc = {
-            "path": str(path),
-            "records": journal.record_count,
-            "legacy_format_records": journal.legacy_record_count,
-            "completed": len(journal.completed),
-            "active": len(active),
-            "legacy_leases": sum(1 for x in leases.values() if x.clock != UNIX),
-            "work_ids_ever_leased": len(attempts),
-            "attempts_total": sum(attempts.values()),
-            "torn_tail_bytes": len(torn),
-            "leases": active,
-        }
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return EXIT_OK
-    print(f"journal {path}")
-    print(
-        f"  {doc['records']} records ({doc['legacy_format_records']} in F314's original format), "
-        f"{doc['completed']} completed, {doc['active']} active "
-        f"({doc['legacy_leases']} legacy), {doc['attempts_total']} attempts over "
-        f"{doc['work_ids_ever_leased']} work IDs"
-    )
-    if torn:
-        print(
-            f"  torn tail: {len(torn)} bytes after the last good record; they are moved to "
-            f"{path}.broken before the next append"
-        )
-    for w, x in sorted(leases.items()):
-        if x.clock == UNIX:
-            age = f"age {now - x.updated:.1f} s"
-            if x.updated > now:
-                age += " (dated in the future)"
-            domain = "unix"
-        else:
-            age = "age unknown"
-            domain = f"legacy ({x.clock or 'untagged'}, reclaimed by the next recover)"
-        print(f"  {w}  worker {x.worker}  {domain}  {age}")
-    return EXIT_OK
+    return journalops.inspect(args.path, args.json)
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if (status := _missing(path)) is not None:
-        return status
-    try:
-        with WorkLeaseJournal(path, create=False) as journal:
-            gone = journal.recover(args.ttl)
-    except (JournalError, OSError) as err:
-        return _fail(str(err))
-    for work_id in gone:
-        print(work_id)
-    print(f"reclaimed {len(gone)} lease(s)", file=sys.stderr)
-    return EXIT_OK
+    return journalops.recover(args.path, args.ttl)
 
 
 def run_compact(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if (status := _missing(path)) is not None:
-        return status
-    try:
-        with WorkLeaseJournal(path, create=False) as journal:
-            before = journal.record_count
-            journal.compact()
-            after = journal.record_count
-    except (JournalError, OSError) as err:
-        return _fail(str(err))
-    print(f"compacted {path}: {before} records -> {after}")
-    return EXIT_OK
+    return journalops.compact(args.path)
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if (status := _missing(path)) is not None:
-        return status
-    try:
-        result = repair_journal(path)
-    except (JournalError, OSError) as err:
-        return _fail(str(err))
-    if result.quarantine is None:
-        print(f"{path}: all {result.kept} records are good; nothing to repair")
-    else:
-        print(
-            f"repaired {path}: kept {result.kept} records, moved {result.quarantined} bad "
-            f"line(s) to {result.quarantine}"
-        )
-    return EXIT_OK
+    return journalops.repair(args.path)

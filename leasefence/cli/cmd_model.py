@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
-from dataclasses import asdict
 from pathlib import Path
 
+from leasefence import modelcheck
 from leasefence.cli.argtypes import nonneg
-from leasefence.model.check import CheckResult, changes, explore, format_label
-from leasefence.model.flavours import DESCRIPTIONS, Flavour, expected_violations
+from leasefence.model.flavours import DESCRIPTIONS, Flavour
 from leasefence.model.system import FENCES, Bounds
 
 _DEFAULT = Bounds()
@@ -173,68 +169,4 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    bounds = bounds_from_args(args)
-    start = time.perf_counter()
-
-    def progress(r: CheckResult, queued: int) -> None:
-        if not args.quiet:
-            el = time.perf_counter() - start
-            print(
-                f"  ... {r.states:,} states, {r.transitions:,} transitions, depth {r.depth}, "
-                f"{queued:,} queued, {r.states / el:,.0f} states/s",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    result = explore(bounds, progress)
-    elapsed = time.perf_counter() - start
-    print(f"model check, flavour {bounds.flavour.value} ({DESCRIPTIONS[bounds.flavour]})")
-    print(
-        f"  bounds: works {dict(bounds.task_of)}, ranks {list(bounds.ranks)}, ttl {bounds.ttl}, "
-        f"max_wall {bounds.max_wall}, reboots {bounds.max_reboots}, rollbacks {bounds.max_rollbacks}, "
-        f"restarts {bounds.max_restarts}, attempts {bounds.max_attempts}, leases {bounds.max_leases}, "
-        f"dups {bounds.max_dups}, pipeline {bounds.pipeline}, fence {bounds.fence}"
-    )
-    rate = result.states / elapsed if elapsed > 0 else 0.0
-    print(
-        f"  {result.states:,} distinct states, {result.transitions:,} transitions, depth {result.depth}, "
-        f"{elapsed:.2f} s, {rate:,.0f} states/s"
-    )
-    if result.ok:
-        print("  OK: TypeOK, L1-L7 and NoStuckLease hold in every reachable state and transition")
-    else:
-        print(f"  VIOLATED: {', '.join(result.violated)}")
-        print(f"  shortest counterexample ({len(result.trace) - 1} steps):")
-        prev = None
-        for i, step in enumerate(result.trace):
-            print(f"  {i:>3}. {format_label(step.label)}")
-            if prev is not None:
-                for line in changes(prev, step.state) or ["(no change)"]:
-                    print(f"         {line}")
-            prev = step.state
-        print(f"  last state: {result.trace[-1].state!r}")
-        expected = expected_violations(bounds.flavour, bounds.pipeline, bounds.fence)
-        if expected:
-            hit = sorted(expected & set(result.violated))
-            what = bounds.flavour.value
-            if bounds.pipeline > 1 and bounds.fence == "rank":
-                what += f", pipeline {bounds.pipeline} with rank fencing"
-            print(f"  expected for {what}: one of {sorted(expected)}; matched: {hit or 'NONE'}")
-    if args.json:
-        doc = {
-            "flavour": bounds.flavour.value,
-            "bounds": {k: v for k, v in asdict(bounds).items() if k != "flavour"},
-            "states": result.states,
-            "transitions": result.transitions,
-            "depth": result.depth,
-            "seconds": round(elapsed, 3),
-            "states_per_second": round(rate, 1),
-            "violated": result.violated,
-            "actions": result.action_counts,
-            "counterexample": [
-                {"action": format_label(s.label), "state": repr(s.state)} for s in result.trace
-            ],
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-    return 0 if result.ok else 1
+    return modelcheck.run_check(bounds_from_args(args), args.quiet, args.json)

@@ -21,19 +21,10 @@ from pathlib import Path
 from leasefence.model.check import reachable
 from leasefence.model.state import Coordinator, Dispatch, Journal, Lease, State, StateLease, Stats
 from leasefence.model.system import Bounds
-from leasefence.tlc.runner import (
-    TLA_DIR,
-    TlaParseError,
-    TlcResult,
-    Tools,
-    Value,
-    as_mapping,
-    config_constants,
-    constant_text,
-    parse_state,
-    parse_value,
-    run_tlc,
-)
+from leasefence.tlc.configs import TLA_DIR, config_constants, constant_text
+from leasefence.tlc.jar import Tools
+from leasefence.tlc.runner import TlcResult, run_tlc
+from leasefence.tlc.values import TlaParseError, Value, as_mapping, parse_state, parse_value
 
 Edge = tuple[State, str, State]
 

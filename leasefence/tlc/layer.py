@@ -6,22 +6,9 @@ import time
 
 from leasefence.report import FAIL, PASS, SKIP, Row
 from leasefence.tlc.agree import agree, bounds_of_config
-from leasefence.tlc.runner import (
-    TLA_DIR,
-    TlcUnavailable,
-    Tools,
-    all_configs,
-    check_config,
-    find_tools,
-)
-
-
-def tools_or_reason() -> Tools | str:
-    """The TLC tools, or the reason none can be had."""
-    try:
-        return find_tools()
-    except TlcUnavailable as exc:
-        return str(exc)
+from leasefence.tlc.configs import TLA_DIR, all_configs
+from leasefence.tlc.jar import tools_or_reason
+from leasefence.tlc.runner import check_config
 
 
 def verify_rows(deep: bool) -> list[Row]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from leasefence.tlc.runner import TlcUnavailable, Tools, find_tools
+from leasefence.tlc.jar import TlcUnavailable, Tools, find_tools
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import pytest
 
 from leasefence.model.state import Dispatch, Lease, State, StateLease
 from leasefence.tlc.agree import _undot, parse_dot, to_model_state
-from leasefence.tlc.runner import (
+from leasefence.tlc.values import (
     Fcn,
     ModelValue,
     TlaParseError,

@@ -10,7 +10,9 @@ import pytest
 
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.tlc.agree import agree, bounds_of_config
-from leasefence.tlc.runner import TLA_DIR, Tools, check_config
+from leasefence.tlc.configs import TLA_DIR
+from leasefence.tlc.jar import Tools
+from leasefence.tlc.runner import check_config
 
 pytestmark = pytest.mark.tlc
 

@@ -13,18 +13,12 @@ import pytest
 from leasefence.cli import main
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.model.system import Bounds
-from leasefence.tlc import runner as tlc
+from leasefence.tlc import jar as tlc
 from leasefence.tlc.agree import bounds_of_config
-from leasefence.tlc.runner import (
-    EXIT_NO_TLC,
-    TLA2TOOLS_SHA256,
-    TLA_DIR,
-    TlcUnavailable,
-    all_configs,
-    expectation,
-    find_jar,
-    parse_tool_output,
-)
+from leasefence.tlc.commands import EXIT_NO_TLC
+from leasefence.tlc.configs import TLA_DIR, all_configs, expectation
+from leasefence.tlc.jar import TLA2TOOLS_SHA256, TlcUnavailable, find_jar
+from leasefence.tlc.runner import parse_tool_output
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

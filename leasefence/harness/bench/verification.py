@@ -12,9 +12,9 @@ from leasefence.harness.bench.common import Sizes, fmt, interleave, median
 
 
 def bench_model_vs_tlc(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    from leasefence import tlc
     from leasefence.model.check import explore
     from leasefence.model.system import Bounds
-    from leasefence.tlc import runner as tlc
     from leasefence.tlc.agree import agreement_files, bounds_of_config
 
     cfg = tlc.TLA_DIR / "MCLeaseFence.cfg"

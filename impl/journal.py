@@ -1,17 +1,8 @@
 """The work lease journal (F314's ``WorkLeaseJournal``): one owner per work ID, in a crash-safe JSONL file.
 
-Actions (the mapping table lives in the model, ``leasefence.model.journal``):
-
-==================  =========================  ======================
-TLA+ action         model function             this module
-==================  =========================  ======================
-``LeaseWork``       ``lease_work``             ``WorkLeaseJournal.lease``
-``CompleteWork``    ``complete_work``          ``WorkLeaseJournal.complete``
-``AbandonWork``     ``abandon_work``           ``WorkLeaseJournal.abandon``
-``RecoverWork``     ``recover_work``           ``WorkLeaseJournal.recover``
-``CompactJournal``  ``compact_journal``        ``WorkLeaseJournal.compact``
-``LegacyRecord``    ``legacy_record``          a line in F314's original format, read on open
-==================  =========================  ======================
+Each public method that changes the journal is one action of ``leasefence.model.journal`` and
+starts its docstring with that TLA+ action (``lease`` is ``LeaseWork``); the one table of actions
+across layers is ``conformance/actions.py``, rendered in ``tla/README.md``.
 
 The record format is documented field by field, with one example line of each kind, in
 ``docs/journal-format.md``. In short, one JSON object per line::

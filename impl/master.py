@@ -2,16 +2,9 @@
 
 Nothing here touches MPI. ``Master`` is driven by ``transport.master_dispatch`` in a real run and
 directly by the unit and conformance tests; each public step is one action of the model
-(``leasefence.model.system``) and one trace event of the same name:
-
-======================  ============================  ========================  ==================
-TLA+ action             model function                this class                trace event
-======================  ============================  ========================  ==================
-``DispatchWork(w, r)``  ``dispatch_work``             ``Master.dispatch``        ``DispatchWork``
-``DeliverResult(...)``  ``deliver_result``            ``Master.handle_result``   ``DeliverResult``
-``ReclaimExpired``      ``reclaim_expired``           ``Master.reclaim_expired`` ``ReclaimExpired``
-``RestartMaster``       ``restart_master``            ``Master.open`` (restart)  ``RestartMaster``
-======================  ============================  ========================  ==================
+(``leasefence.model.system``) and one trace event of the same name (``dispatch`` is
+``DispatchWork``). The one table of actions across layers, methods and trace events included, is
+``conformance/actions.py``, rendered in ``tla/README.md``.
 
 The master is the only process that touches the journal and the snapshot. The owner fence of
 every lease is the worker's MPI rank (``Status.Get_source()``), sufficient while one rank has at

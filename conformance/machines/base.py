@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from leasefence.conformance import strategies as gen
+from leasefence.conformance.actions import ACTIONS, snake
 from leasefence.conformance.coverage import COVERAGE
 from leasefence.conformance.refinement import Environment, TickClock
 from leasefence.model import invariants as inv
@@ -25,17 +26,10 @@ from leasefence.model.system import Bounds
 #: Where a failing step saves the steps that led to it as a scenario file (unset: nowhere).
 SAVE_ENV = "LEASEFENCE_SAVE_SCENARIOS"
 
-#: The scenario action (the TLA+ name, ``conformance.scenarios``) of each step a machine logs.
-SCENARIO_ACTIONS = {
-    "dispatch_work": "DispatchWork",
-    "deliver_result": "DeliverResult",
-    "reclaim_expired": "ReclaimExpired",
-    "restart_master": "RestartMaster",
-    "tick": "Tick",
-    "rollback_clock": "RollbackClock",
-    "reboot": "Reboot",
-    "compact_journal": "CompactJournal",
-    "torn_tail": "TornTail",
+#: The scenario action (the TLA+ name, ``conformance.scenarios``) of each step a machine logs
+#: under its snake_case name: the system actions of the table, and the fault ``TornTail``.
+SCENARIO_ACTIONS = {snake(a.name): a.name for a in ACTIONS if a.kind == "system"} | {
+    "torn_tail": "TornTail"
 }
 
 

@@ -105,7 +105,7 @@ def _check_generation(generation: object) -> None:
 
 def _owns(held: LeaseRecord, worker: int, generation: Generation | None) -> bool:
     """Whether the token ``(worker, generation)`` is exactly the owner token of ``held``."""
-    return held.worker == worker and held.generation == generation
+    return held.owner == worker and held.generation == generation
 
 
 def _canonical(body: Mapping[str, Any]) -> bytes:
@@ -144,11 +144,15 @@ class LeaseRecord:
     monotonic value from another boot, which the first ``recover`` reclaims).
     """
 
-    worker: int
+    # The holder is ``owner`` here as in the spec, the model and ``StateLease``. F314 names it
+    # "worker" where it is fixed: the records' JSON key (``docs/journal-format.md``, and
+    # ``Record.worker``, a line as read) and the ``worker=`` keyword of lease, complete and
+    # abandon; those keep F314's name.
+    owner: int
     updated: float
     clock: str | None
     #: The owner's dispatch generation ``(epoch, counter)`` (issue 12); None: a rank-only
-    #: owner (F314, the old protocol). The owner token is ``(worker, generation)``.
+    #: owner (F314, the old protocol). The owner token is ``(owner, generation)``.
     generation: Generation | None = None
 
 
@@ -740,7 +744,7 @@ class WorkLeaseJournal:
                 body: dict[str, Any] = {
                     "event": LEASE,
                     "work_id": w,
-                    "worker": held.worker,
+                    "worker": held.owner,
                     "updated": held.updated,
                 }
                 if held.clock is not None:
@@ -818,7 +822,7 @@ class WorkLeaseJournal:
         body: dict[str, Any] = {
             "event": event,
             "work_id": work_id,
-            "worker": None if held is None else held.worker,
+            "worker": None if held is None else held.owner,
             "updated": now,
             "clock": UNIX,
             "attempt": self._attempts.get(work_id, 0),

@@ -315,7 +315,7 @@ class Master:
         epoch = self._epoch()
         for x in self.journal.leases.values():
             if x.generation is not None and x.generation[0] == epoch:
-                rank = Rank(x.worker)
+                rank = Rank(x.owner)
                 self._generations[rank] = max(self._generations[rank], x.generation[1])
 
     def _epoch(self) -> int:
@@ -430,7 +430,7 @@ class Master:
         return {
             "journal": {
                 "leases": {
-                    w: [x.worker, x.updated, x.clock, x.generation] for w, x in j.leases.items()
+                    w: [x.owner, x.updated, x.clock, x.generation] for w, x in j.leases.items()
                 },
                 "completed": sorted(j.completed),
                 "attempts": dict(j.attempts),

@@ -123,7 +123,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         active = [
             {
                 "work_id": w,
-                "worker": x.worker,
+                "worker": x.owner,
                 "updated": x.updated,
                 "clock": x.clock,
                 "age_seconds": (now - x.updated) if x.clock == UNIX else None,
@@ -167,7 +167,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         else:
             age = "age unknown"
             domain = f"legacy ({x.clock or 'untagged'}, reclaimed by the next recover)"
-        print(f"  {w}  worker {x.worker}  {domain}  {age}")
+        print(f"  {w}  worker {x.owner}  {domain}  {age}")
     return EXIT_OK
 
 

@@ -123,8 +123,8 @@ class GenerationNames:
 
 def lease_of(x: LeaseRecord, names: GenerationNames | None = None) -> Lease:
     """One active work lease in the model's terms."""
-    gen = (names or GenerationNames()).name(x.worker, x.generation)
-    return Lease(owner=x.worker, updated=tick(x.updated), clock=clock_domain(x.clock), gen=gen)
+    gen = (names or GenerationNames()).name(x.owner, x.generation)
+    return Lease(owner=x.owner, updated=tick(x.updated), clock=clock_domain(x.clock), gen=gen)
 
 
 def journal_state(j: WorkLeaseJournal, names: GenerationNames | None = None) -> Journal:

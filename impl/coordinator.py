@@ -159,11 +159,6 @@ class StateLease:
     #: The owner's dispatch generation (issue 12); None: a rank-only owner (F314).
     generation: Generation | None = None
 
-    @property
-    def worker(self) -> int:
-        """The owner rank, under the name the MPI code uses."""
-        return self.owner
-
 
 @dataclass(frozen=True, slots=True)
 class Stats:

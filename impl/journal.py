@@ -1,17 +1,8 @@
 """The work lease journal (F314's ``WorkLeaseJournal``): one owner per work ID, in a crash-safe JSONL file.
 
-Actions (the mapping table lives in the model, ``leasefence.model.journal``):
-
-==================  =========================  ======================
-TLA+ action         model function             this module
-==================  =========================  ======================
-``LeaseWork``       ``lease_work``             ``WorkLeaseJournal.lease``
-``CompleteWork``    ``complete_work``          ``WorkLeaseJournal.complete``
-``AbandonWork``     ``abandon_work``           ``WorkLeaseJournal.abandon``
-``RecoverWork``     ``recover_work``           ``WorkLeaseJournal.recover``
-``CompactJournal``  ``compact_journal``        ``WorkLeaseJournal.compact``
-``LegacyRecord``    ``legacy_record``          a line in F314's original format, read on open
-==================  =========================  ======================
+Each public method that changes the journal is one action of ``leasefence.model.journal`` and
+starts its docstring with that TLA+ action (``lease`` is ``LeaseWork``); the one table of actions
+across layers is ``conformance/actions.py``, rendered in ``tla/README.md``.
 
 The record format is documented field by field, with one example line of each kind, in
 ``docs/journal-format.md``. In short, one JSON object per line::
@@ -114,7 +105,7 @@ def _check_generation(generation: object) -> None:
 
 def _owns(held: LeaseRecord, worker: int, generation: Generation | None) -> bool:
     """Whether the token ``(worker, generation)`` is exactly the owner token of ``held``."""
-    return held.worker == worker and held.generation == generation
+    return held.owner == worker and held.generation == generation
 
 
 def _canonical(body: Mapping[str, Any]) -> bytes:
@@ -153,11 +144,15 @@ class LeaseRecord:
     monotonic value from another boot, which the first ``recover`` reclaims).
     """
 
-    worker: int
+    # The holder is ``owner`` here as in the spec, the model and ``StateLease``. F314 names it
+    # "worker" where it is fixed: the records' JSON key (``docs/journal-format.md``, and
+    # ``Record.worker``, a line as read) and the ``worker=`` keyword of lease, complete and
+    # abandon; those keep F314's name.
+    owner: int
     updated: float
     clock: str | None
     #: The owner's dispatch generation ``(epoch, counter)`` (issue 12); None: a rank-only
-    #: owner (F314, the old protocol). The owner token is ``(worker, generation)``.
+    #: owner (F314, the old protocol). The owner token is ``(owner, generation)``.
     generation: Generation | None = None
 
 
@@ -749,7 +744,7 @@ class WorkLeaseJournal:
                 body: dict[str, Any] = {
                     "event": LEASE,
                     "work_id": w,
-                    "worker": held.worker,
+                    "worker": held.owner,
                     "updated": held.updated,
                 }
                 if held.clock is not None:
@@ -827,7 +822,7 @@ class WorkLeaseJournal:
         body: dict[str, Any] = {
             "event": event,
             "work_id": work_id,
-            "worker": None if held is None else held.worker,
+            "worker": None if held is None else held.owner,
             "updated": now,
             "clock": UNIX,
             "attempt": self._attempts.get(work_id, 0),

@@ -60,7 +60,7 @@ def summary(journal: WorkLeaseJournal, path: Path, now: float) -> dict[str, Any]
     active = [
         {
             "work_id": w,
-            "worker": x.worker,
+            "worker": x.owner,
             "updated": x.updated,
             "clock": x.clock,
             "age_seconds": (now - x.updated) if x.clock == UNIX else None,
@@ -105,7 +105,7 @@ def _print_summary(
         else:
             age = "age unknown"
             domain = f"legacy ({x.clock or 'untagged'}, reclaimed by the next recover)"
-        print(f"  {w}  worker {x.worker}  {domain}  {age}")
+        print(f"  {w}  worker {x.owner}  {domain}  {age}")
 
 
 def recover(path: Path, ttl: float) -> int:

@@ -2,16 +2,9 @@
 
 Nothing here touches MPI. ``Master`` is driven by ``transport.master_dispatch`` in a real run and
 directly by the unit and conformance tests; each public step is one action of the model
-(``leasefence.model.system``) and one trace event of the same name:
-
-======================  ============================  ========================  ==================
-TLA+ action             model function                this class                trace event
-======================  ============================  ========================  ==================
-``DispatchWork(w, r)``  ``dispatch_work``             ``Master.dispatch``        ``DispatchWork``
-``DeliverResult(...)``  ``deliver_result``            ``Master.handle_result``   ``DeliverResult``
-``ReclaimExpired``      ``reclaim_expired``           ``Master.reclaim_expired`` ``ReclaimExpired``
-``RestartMaster``       ``restart_master``            ``Master.open`` (restart)  ``RestartMaster``
-======================  ============================  ========================  ==================
+(``leasefence.model.system``) and one trace event of the same name (``dispatch`` is
+``DispatchWork``). The one table of actions across layers, methods and trace events included, is
+``conformance/actions.py``, rendered in ``tla/README.md``.
 
 The master is the only process that touches the journal and the snapshot. The owner fence of
 every lease is the worker's MPI rank (``Status.Get_source()``), sufficient while one rank has at
@@ -331,7 +324,7 @@ class Master:
         epoch = self._epoch()
         for x in self.journal.leases.values():
             if x.generation is not None and x.generation[0] == epoch:
-                rank = Rank(x.worker)
+                rank = Rank(x.owner)
                 self._generations[rank] = max(self._generations[rank], x.generation[1])
 
     def _epoch(self) -> int:
@@ -449,7 +442,7 @@ class Master:
         return {
             "journal": {
                 "leases": {
-                    w: [x.worker, x.updated, x.clock, x.generation] for w, x in j.leases.items()
+                    w: [x.owner, x.updated, x.clock, x.generation] for w, x in j.leases.items()
                 },
                 "completed": sorted(j.completed),
                 "attempts": dict(j.attempts),

@@ -2,7 +2,8 @@
 the coordinator, clocks with faults, and the bounds under which it is explored exhaustively.
 
 ``successors(state, bounds)`` is the next-state relation: every enabled action with its label.
-Action names are the TLA+ ones (see the mapping table in ``tla/README.md``).
+Action names are the TLA+ ones; the one table of actions across layers is
+``conformance/actions.py``, rendered in ``tla/README.md``.
 """
 
 from __future__ import annotations
@@ -200,10 +201,11 @@ def deliver_result(
     gen: int = 0,
     presented: int | None = None,
 ) -> tuple[ResultOutcome, State]:
-    """DeliverResult(r, w, g, t, ok, keep, p). Enabled for a result in flight from ``r`` about
-    ``w`` (``gen`` 0: in ``net``; else in ``gnet`` with its generation): it may be late or
-    reordered, may report any state ID (or none: the old protocol) and, under generation
-    fencing, present its generation ``p = gen`` or none (``p = 0``: an old-protocol worker).
+    """DeliverResult(r, w, reported, ok, keep, withgen). Enabled for a result in flight from
+    ``r`` about ``w`` (``gen`` 0: in ``net``; else in ``gnet`` with its generation): it may be
+    late or reordered, may report any state ID (or none: the old protocol) and, under generation
+    fencing, present its generation ``p = gen`` (the spec's ``withgen``) or none (``p = 0``: an
+    old-protocol worker).
     With ``keep`` (while ``dups < max_dups``) the message stays in flight: a duplicated result.
 
     The master finds the dispatch the result is for among ``r``'s: by generation when one is

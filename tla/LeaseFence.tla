@@ -445,12 +445,12 @@ ReclaimExpired ==
         /\ active' = {d \in active : d.work \notin rw.gone /\ d.task \notin rs.gone}
         /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
 
-(* RestartMaster mirrors system.restart_master (Master.restart).  Enabled   *)
-(* while the coordinator's epoch is at most MaxRestarts.  The master is     *)
-(* killed and started on the same journal and snapshot: its memory (active  *)
-(* dispatches) is lost, RestartCoordinator loads the next epoch (L6), then  *)
-(* RecoverWork and RecoverStates run with the TTL.  Results in flight may   *)
-(* still arrive.                                                            *)
+(* RestartMaster mirrors system.restart_master (Master.restart_master).     *)
+(* Enabled while the coordinator's epoch is at most MaxRestarts. The master *)
+(* is killed and started on the same journal and snapshot: its memory       *)
+(* (active dispatches) is lost, RestartCoordinator loads the next epoch     *)
+(* (L6), then RecoverWork and RecoverStates run with the TTL. Results in    *)
+(* flight may still arrive.                                                 *)
 RestartMaster ==
     /\ coordinator.epoch <= MaxRestarts
     /\ journal' = RecoverWork(journal).next

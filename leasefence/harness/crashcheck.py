@@ -700,9 +700,9 @@ def journal_state(j: WorkLeaseJournal) -> Journal:
     leases = []
     for w, x in sorted(j.leases.items()):
         if x.clock == CLOCK_UNIX:
-            leases.append((w, Lease(x.worker, round(x.updated - BASE), CLOCK_UNIX)))
+            leases.append((w, Lease(x.owner, round(x.updated - BASE), CLOCK_UNIX)))
         else:
-            leases.append((w, Lease(x.worker, round(x.updated), CLOCK_LEGACY)))
+            leases.append((w, Lease(x.owner, round(x.updated), CLOCK_LEGACY)))
     return Journal(
         leases=tuple(leases),
         completed=frozenset(j.completed),

@@ -363,8 +363,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         J,
         (
             (
-                "return held.worker == worker and held.generation == generation",
-                "return held.worker == worker",
+                "return held.owner == worker and held.generation == generation",
+                "return held.owner == worker",
             ),
         ),
         "L2 at depth 2: a result of an older generation completes the rank's newer work lease",

@@ -72,7 +72,7 @@ def test_a_journal_that_fences_by_rank_alone_is_caught_at_depth_two(
     # The bug: the journal's owner check compares the rank and forgets the generation, so a
     # result of an older generation completes the work leased to the rank's newer dispatch.
     monkeypatch.setattr(
-        impl_journal, "_owns", lambda held, worker, generation: held.worker == worker
+        impl_journal, "_owns", lambda held, worker, generation: held.owner == worker
     )
     with pytest.raises(ConformanceFailure, match="the implementation returned"):
         run_state_machine_as_test(PipelinedMasterMachine, settings=PLANTED)

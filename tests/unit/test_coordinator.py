@@ -153,7 +153,7 @@ def test_an_active_state_task_cannot_be_taken_by_a_second_worker_and_a_wrong_own
     assert c.lease("s1", 1)
     assert not c.lease("s1", 2)
     assert c.active_owner("s1") == 1
-    assert c.leases["s1"].worker == 1
+    assert c.leases["s1"].owner == 1
 
     assert not c.complete("s1", 2, reward=10.0, cost=3.0)
     assert not c.abandon("s1", 2, cost=3.0)

@@ -85,10 +85,10 @@ def test_f314_item1_second_lease_of_active_work_is_refused_and_a_wrong_worker_ca
 ) -> None:
     assert journal.lease(A, 1) is True
     assert journal.lease(A, 2) is False
-    assert journal.leases[A].worker == 1
+    assert journal.leases[A].owner == 1
     assert journal.complete(A, 2) is False
     assert journal.abandon(A, 2) is False
-    assert journal.leases[A].worker == 1
+    assert journal.leases[A].owner == 1
     assert journal.attempts == {A: 1}
     assert journal.complete(A, 1) is True
     assert journal.completed == {A}
@@ -138,7 +138,7 @@ def test_second_lease_of_active_work_is_refused_without_writing(
     assert path.read_bytes() == before
     assert journal.record_count == count
     assert journal.attempts == {A: 1}
-    assert journal.leases[A].worker == 1
+    assert journal.leases[A].owner == 1
 
 
 def test_lease_of_completed_work_is_refused_without_writing(
@@ -160,7 +160,7 @@ def test_wrong_owner_cannot_complete_or_abandon_and_writes_nothing(
     assert journal.complete(A, 2) is False
     assert journal.abandon(A, 2) is False
     assert path.read_bytes() == before
-    assert journal.leases[A].worker == 1
+    assert journal.leases[A].owner == 1
     assert journal.completed == frozenset()
 
 
@@ -186,7 +186,7 @@ def test_late_result_of_an_old_owner_is_refused_after_reclaim_and_re_lease(
     assert journal.lease(A, 2)
     assert journal.complete(A, 1) is False
     assert journal.abandon(A, 1) is False
-    assert journal.leases[A].worker == 2
+    assert journal.leases[A].owner == 2
     assert journal.attempts == {A: 2}
 
 
@@ -275,7 +275,7 @@ def test_bad_ttl_raises_a_clear_invalid_ttl_error(journal: WorkLeaseJournal, ttl
     journal.lease(A, 1)
     with pytest.raises(InvalidTtl, match="lease_ttl must be a finite number >= 0"):
         journal.recover(ttl)
-    assert journal.leases[A].worker == 1
+    assert journal.leases[A].owner == 1
     assert issubclass(InvalidTtl, ValueError)
 
 
@@ -553,7 +553,7 @@ def test_lease_survives_sigkill_right_after_lease_returned_true(path: Path) -> N
     assert signal_byte == b"1", err.decode()
     assert proc.returncode == -signal.SIGKILL
     with WorkLeaseJournal(path) as j:  # the kernel dropped the dead writer's lock
-        assert j.leases[A].worker == 7
+        assert j.leases[A].owner == 7
         assert j.attempts == {A: 1}
 
 
@@ -693,7 +693,7 @@ def test_second_writer_in_the_same_process_is_refused_naming_the_path(
     journal.lease(A, 1)  # the first writer is unaffected
     journal.close()
     with WorkLeaseJournal(path, clock=clock) as again:
-        assert again.leases[A].worker == 1
+        assert again.leases[A].owner == 1
 
 
 def test_second_writer_in_another_process_is_refused(journal: WorkLeaseJournal, path: Path) -> None:
@@ -723,7 +723,7 @@ def test_read_only_open_takes_no_lock_and_refuses_writes(
     journal.lease(A, 1)
     before = path.read_bytes()
     with WorkLeaseJournal.open_readonly(path, clock=clock) as reader:
-        assert reader.leases[A].worker == 1
+        assert reader.leases[A].owner == 1
         for call in (
             lambda: reader.lease(B, 1),
             lambda: reader.complete(A),
@@ -758,7 +758,7 @@ def abstract(j: WorkLeaseJournal) -> Journal:
     """The implementation's state in the model's terms (an untagged clock is the model's legacy)."""
     return Journal(
         leases=tuple(
-            (w, Lease(x.worker, int(x.updated), x.clock or CLOCK_LEGACY))
+            (w, Lease(x.owner, int(x.updated), x.clock or CLOCK_LEGACY))
             for w, x in sorted(j.leases.items())
         ),
         completed=j.completed,

@@ -221,7 +221,7 @@ def test_reject_dispatch_releases_in_reverse_order_for_a_refusal_at_each_step(
     # Nothing stays reserved or leased by rank 1; the rank is still idle.
     assert m.reservations.held() == {}
     assert not m.active
-    assert journal.leases.get(W1) is None or journal.leases[W1].worker == 2
+    assert journal.leases.get(W1) is None or journal.leases[W1].owner == 2
     assert coordinator.active_owner("s1") in (None, 2)
     assert m.counters.refused_leases + m.counters.refused_reservations == 1
     # The model decides the same (a reservation refusal is injected into it by name).
@@ -270,7 +270,7 @@ def test_a_late_result_after_reclaim_and_release_to_another_rank_is_refused(
     late = m.handle_result(R1, result(W1, "s1"))
     assert (late.stale, late.work_ok, late.state_ok) == (False, False, False)
     assert m.counters.wrong_owner_rejections == 1
-    assert journal.leases[W1].worker == 2
+    assert journal.leases[W1].owner == 2
     assert coordinator.active_owner("s1") == 2
     assert W1 not in journal.completed
     now = m.handle_result(R2, result(W1, "s1"))

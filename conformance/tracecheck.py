@@ -22,8 +22,14 @@ message in flight from its rank about its work.
 
 The network may duplicate any result, so replay delivers every result as the model's
 duplicating delivery (``keep``): its message stays in flight. Which copy a trace line was is
-then never guessed, and no behaviour of the implementation is refused for a guess; a result
-that was never sent is still a divergence.
+then never guessed, and no behaviour of the implementation is refused for a guess. A result
+the model has no message for (work never dispatched to that rank, or a generation never
+given out) is judged as the model's DeliverResult would judge it: the master must refuse it,
+and the refusal changes nothing; one the implementation accepted is a divergence.
+
+The trace is read by ``conformance.traceformat`` (the parser the campaign's ledger uses too),
+which types and checks every field; replay dispatches each step from ``REPLAY``, one function
+per traced event, and checks invariants in ``check_invariants`` alone.
 
 Every replayed state is also checked against the invariants, and every step against the step
 properties (``model.invariants``), so a trace the model allows but that breaks L1-L7 (a run of

@@ -22,8 +22,14 @@ message in flight from its rank about its work.
 
 The network may duplicate any result, so replay delivers every result as the model's
 duplicating delivery (``keep``): its message stays in flight. Which copy a trace line was is
-then never guessed, and no behaviour of the implementation is refused for a guess; a result
-that was never sent is still a divergence.
+then never guessed, and no behaviour of the implementation is refused for a guess. A result
+the model has no message for (work never dispatched to that rank, or a generation never
+given out) is judged as the model's DeliverResult would judge it: the master must refuse it,
+and the refusal changes nothing; one the implementation accepted is a divergence.
+
+The trace is read by ``conformance.traceformat`` (the parser the campaign's ledger uses too),
+which types and checks every field; replay dispatches each step from ``REPLAY``, one function
+per traced event, and checks invariants in ``check_invariants`` alone.
 
 Every replayed state is also checked against the invariants, and every step against the step
 properties (``model.invariants``), so a trace the model allows but that breaks L1-L7 (a run of
@@ -35,13 +41,26 @@ not of one run, and costs a scan of ``2 * TTL`` ticks per lease.
 from __future__ import annotations
 
 import copy
-import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from leasefence.conformance.refinement import GenerationNames
-from leasefence.impl.wire import Generation, valid_generation
+from leasefence.conformance.traceformat import (
+    ACTIONS,
+    DeliverResult,
+    DispatchWork,
+    Header,
+    JournalLease,
+    ReclaimExpired,
+    Recovered,
+    RestartMaster,
+    Step,
+    Trace,
+    TraceFormatError,
+    parse,
+)
+from leasefence.impl.wire import Generation
 from leasefence.model.check import flatten
 from leasefence.model.invariants import STATE_INVARIANTS, STEP_PROPERTIES
 from leasefence.model.journal import lease_work
@@ -50,7 +69,6 @@ from leasefence.model.state import Coordinator, Journal, Lease, State, StateLeas
 from leasefence.model.system import (
     DISPATCH_STEPS,
     FENCE_GENERATION,
-    FENCES,
     Bounds,
     deliver_result,
     dispatch_work,
@@ -61,7 +79,7 @@ from leasefence.model.system import (
     restart_master,
 )
 
-ACTIONS = ("DispatchWork", "DeliverResult", "ReclaimExpired", "RestartMaster")
+__all__ = ["ACTIONS", "TraceFormatError", "TraceReport", "validate"]
 
 #: The invariants checked on every replayed state (see the module's notes).
 TRACE_INVARIANTS = {k: v for k, v in STATE_INVARIANTS.items() if k != "NoStuckLease"}
@@ -73,8 +91,17 @@ def broken(before: State, after: State, b: Bounds) -> list[str]:
     return bad + [name for name, step in STEP_PROPERTIES.items() if not step(before, after, b)]
 
 
-class TraceFormatError(ValueError):
-    """A trace line that is not valid JSON or lacks a field its event needs."""
+def check_invariants(name: str, before: State, after: State, b: Bounds) -> str | None:
+    """The one place a replayed step is checked against the invariants and step properties:
+    the divergence to report when ``before -> after`` (a step ``name`` the model allows)
+    breaks any, else None."""
+    bad = broken(before, after, b)
+    if not bad:
+        return None
+    return (
+        f"{name} is a step the model allows, but it breaks {', '.join(bad)}; state "
+        f"after: {state_text(after)}"
+    )
 
 
 @dataclass
@@ -100,9 +127,193 @@ class TraceReport:
 TICKS_PER_SECOND = 1_000_000
 
 
-def _tick(seconds: float) -> int:
+def tick(seconds: float) -> int:
     """The model tick of an implementation time (seconds)."""
     return round(seconds * TICKS_PER_SECOND)
+
+
+def state_text(s: State) -> str:
+    return "; ".join(f"{k}={v!r}" for k, v in flatten(s).items())
+
+
+def bounds_from_header(header: Header) -> Bounds:
+    """Replay bounds: the header's works, tasks, ranks, TTL (in ticks), pipeline depth and
+    fence, and no exploration limits."""
+    big = 10**18  # beyond any Unix time in ticks: replay explores nothing, so nothing is bounded
+    return Bounds(
+        task_of=tuple(sorted(header.task_of.items())),
+        ranks=header.ranks,
+        ttl=tick(header.ttl),
+        max_wall=big,
+        max_reboots=big,
+        max_rollbacks=big,
+        max_restarts=big,
+        max_attempts=big,
+        max_leases=big,
+        max_dups=big,
+        pipeline=header.pipeline,
+        fence=header.fence,
+    )
+
+
+@dataclass
+class Replay:
+    """The model's side of a replay in progress: bounds, state, the pairing of generations,
+    the clock of the last traced step (``since``), and what was counted so far."""
+
+    b: Bounds
+    s: State = field(default_factory=initial_state)
+    names: GenerationNames = field(default_factory=GenerationNames)
+    since: int = 0
+    steps: int = 0
+    rollbacks: int = 0
+    lost_steps: int = 0
+
+    def join(self, header: Header) -> None:
+        """A restarted master appends its own Header: its work IDs join the bounds."""
+        merged = dict(self.b.task_of) | header.task_of
+        self.b = replace(self.b, task_of=tuple(sorted(merged.items())))
+
+    def tick(self, now: float) -> None:
+        """Move the model's clocks to a step's ``now`` (a step back is a rollback)."""
+        at = tick(now)
+        if at < self.s.wall:
+            self.rollbacks += 1
+        self.since = self.s.wall
+        self.s = self.s._replace(wall=at, mono=at)
+
+    def apply(self, ev: Step) -> str | None:
+        """Replay one step by its event's function (``REPLAY``); the divergence, or None."""
+        return REPLAY[ev.event](self, ev)
+
+
+# -- one replay function per traced event (CCF's Traceccfraft.tla has one Is<Event> each) ------
+
+
+def replay_dispatch_work(rp: Replay, ev: DispatchWork) -> str | None:
+    """DispatchWork(w, r): granted, or refused at the same step, as the model decides."""
+    s, b, w, r = rp.s, rp.b, ev.w, ev.r
+    if w not in b.works:
+        return f"DispatchWork of {w!r}, which the Header does not list"
+    if len(dispatches_of(s, r)) >= b.pipeline:
+        return (
+            f"DispatchWork to rank {r}, which the model says is still busy with "
+            f"{dispatches_of(s, r)} (pipeline {b.pipeline})"
+        )
+    injected = ev.refused if ev.refused in DISPATCH_STEPS[:3] else None
+    model_gen = next_generation(s, b)
+    out, t = dispatch_work(s, w, r, b, refuse=injected)
+    if out.ok != ev.ok or (not out.ok and out.refused != ev.refused):
+        return (
+            f"DispatchWork({w!r}, {r}): implementation ok={ev.ok} refused={ev.refused!r}, "
+            f"model ok={out.ok} refused={out.refused!r}; state before: {state_text(s)}"
+        )
+    if out.ok:
+        try:
+            rp.names.bind(r, ev.gen, model_gen)
+        except AssertionError as exc:
+            return f"DispatchWork({w!r}, {r}): {exc}"
+    rp.s = t
+    return None
+
+
+def replay_deliver_result(rp: Replay, ev: DeliverResult) -> str | None:
+    """DeliverResult(r, w, ...): the model's decision on the same result must be the
+    implementation's. A result the model has no message for (never dispatched) is accepted
+    only when refused, and changes nothing, as the master's refusal does."""
+    s, b, r, w = rp.s, rp.b, ev.r, ev.w
+    message = _message(s, r, w, ev.gen, rp.names, b)
+    gen = message if message is not None else _unsent(r, ev.gen, rp.names, b)
+    res, t = deliver_result(
+        s,
+        r,
+        w,
+        ev.reported,
+        ev.ok,
+        b,
+        keep=True,
+        gen=gen,
+        presented=0 if ev.gen is None else gen,
+    )
+    got = (ev.stale, ev.task, ev.work_ok, ev.state_ok)
+    want = (res.stale, res.task, res.work_ok, res.state_ok)
+    if message is None and (got != want or res.work_ok or res.state_ok):
+        return (
+            f"DeliverResult({r}, {w!r}, gen={ev.gen!r}): no such result in flight in the "
+            f"model (never dispatched), and the implementation did not refuse it as the model "
+            f"would: implementation (stale, task, work_ok, state_ok)={got}, model {want}"
+        )
+    if got != want:
+        return (
+            f"DeliverResult({r}, {w!r}, reported={ev.reported!r}, ok={ev.ok}): implementation "
+            f"(stale, task, work_ok, state_ok)={got}, model {want}; state before: {state_text(s)}"
+        )
+    if message is not None:
+        rp.s = t
+    return None
+
+
+def replay_reclaim_expired(rp: Replay, ev: ReclaimExpired) -> str | None:
+    """ReclaimExpired: the model reclaims the same work IDs (within a tick of the TTL)."""
+    got = sorted(ev.reclaimed)
+    t, works = _within_a_tick(rp.s, lambda x: reclaim_expired(x, rp.b)[1], got)
+    if got != works:
+        return f"ReclaimExpired: implementation reclaimed {got}, model {works}"
+    rp.s = t
+    return None
+
+
+def replay_restart_master(rp: Replay, ev: RestartMaster) -> str | None:
+    """RestartMaster: first what the new master read from disk (``_resync``; a trace that
+    starts with a restart starts from it), then the restart and its recovery (what it
+    reclaimed is traced since format version 2)."""
+    if ev.recovered is not None:
+        if rp.steps == 0:
+            rp.s = _adopt(rp.s, ev.recovered, rp.names)
+        problem, rp.s, lost, rp.names = _resync(rp.s, ev.recovered, rp.b, rp.names, rp.since)
+        rp.lost_steps += lost
+        if problem is not None:
+            return problem
+    wants = None if ev.reclaimed is None else sorted(ev.reclaimed)
+    t, works = _within_a_tick(rp.s, lambda x: restart_master(x, rp.b), wants)
+    if wants is not None and wants != works:
+        return f"RestartMaster: implementation reclaimed {wants}, model {works}"
+    rp.s = t
+    return None
+
+
+#: The replay function of each traced step, by its event (TLA+ action) name.
+REPLAY: dict[str, Callable[[Replay, Any], str | None]] = {
+    "DispatchWork": replay_dispatch_work,
+    "DeliverResult": replay_deliver_result,
+    "ReclaimExpired": replay_reclaim_expired,
+    "RestartMaster": replay_restart_master,
+}
+assert tuple(REPLAY) == ACTIONS, "one replay function per traced action"
+
+
+def validate(lines: Iterable[str] | Trace) -> TraceReport:
+    """Replay the trace (text lines, or one ``traceformat.parse`` read) through the model; the
+    report names the first divergence, if any."""
+    trace = lines if isinstance(lines, Trace) else parse(lines)
+    header = trace.header
+    rp = Replay(bounds_from_header(header))
+    report = TraceReport(torn_tail=trace.torn_tail, pipeline=header.pipeline, fence=header.fence)
+    for ev in trace.events[1:]:
+        if isinstance(ev, Header):
+            rp.join(ev)
+            continue
+        rp.tick(ev.now)
+        before = rp.s
+        problem = rp.apply(ev) or check_invariants(ev.event, before, rp.s, rp.b)
+        report.rollbacks, report.lost_steps = rp.rollbacks, rp.lost_steps
+        if problem is not None:
+            report.divergence, report.line = problem, ev.line
+            return report
+        rp.steps += 1
+        report.steps = rp.steps
+        report.counts[ev.event] = report.counts.get(ev.event, 0) + 1
+    return report
 
 
 def _within_a_tick(s: State, step: Any, reclaimed: list[str] | None) -> tuple[State, list[str]]:
@@ -122,221 +333,6 @@ def _within_a_tick(s: State, step: Any, reclaimed: list[str] | None) -> tuple[St
     return first
 
 
-def _need(event: dict[str, Any], key: str, lineno: int) -> Any:
-    if key not in event:
-        raise TraceFormatError(f"line {lineno}: {event.get('event')!r} event lacks field {key!r}")
-    return event[key]
-
-
-def parse(lines: Iterable[str]) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
-    """The events of a trace with their line numbers; a torn (unparsable) last line is dropped
-    and reported, a bad line followed by good ones raises ``TraceFormatError``."""
-    events: list[tuple[int, dict[str, Any]]] = []
-    bad: tuple[int, str] | None = None
-    for lineno, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        if bad is not None:
-            raise TraceFormatError(
-                f"line {bad[0]}: not valid JSON ({bad[1]}), and more lines follow"
-            )
-        try:
-            event = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            bad = (lineno, str(exc))
-            continue
-        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
-            raise TraceFormatError(f"line {lineno}: expected an object with an 'event' name")
-        events.append((lineno, event))
-    return events, bad is not None
-
-
-def bounds_from_header(header: dict[str, Any]) -> Bounds:
-    """Replay bounds: the header's works, tasks, ranks, TTL (in ms), pipeline depth and fence
-    (depth 1 and the rank in a version-1 trace), and no exploration limits."""
-    task_of = header.get("task_of")
-    ranks = header.get("ranks")
-    ttl = header.get("ttl")
-    if (
-        not isinstance(task_of, dict)
-        or not isinstance(ranks, list)
-        or not isinstance(ttl, int | float)
-    ):
-        raise TraceFormatError("the Header needs task_of (object), ranks (list) and ttl (number)")
-    pipeline, fence = header.get("pipeline", 1), header.get("fence", "rank")
-    if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
-        raise TraceFormatError(
-            f"the Header's pipeline must be a whole number >= 1, not {pipeline!r}"
-        )
-    if fence not in FENCES:
-        raise TraceFormatError(
-            f"the Header's fence must be one of {', '.join(FENCES)}, not {fence!r}"
-        )
-    big = 10**18  # beyond any Unix time in ms: replay explores nothing, so nothing is bounded
-    return Bounds(
-        task_of=tuple(sorted((str(w), str(t)) for w, t in task_of.items())),
-        ranks=tuple(int(r) for r in ranks),
-        ttl=_tick(float(ttl)),
-        max_wall=big,
-        max_reboots=big,
-        max_rollbacks=big,
-        max_restarts=big,
-        max_attempts=big,
-        max_leases=big,
-        max_dups=big,
-        pipeline=pipeline,
-        fence=fence,
-    )
-
-
-def _generation(ev: dict[str, Any], lineno: int) -> Generation | None:
-    """The event's ``gen`` (absent or null: none)."""
-    gen = ev.get("gen")
-    if gen is None:
-        return None
-    if not valid_generation(gen):
-        raise TraceFormatError(f"line {lineno}: gen must be [epoch, counter] or null, not {gen!r}")
-    return (int(gen[0]), int(gen[1]))
-
-
-def validate(lines: Iterable[str]) -> TraceReport:
-    """Replay the trace through the model; the report names the first divergence, if any."""
-    events, torn = parse(lines)
-    report = TraceReport(torn_tail=torn)
-    if not events or events[0][1]["event"] != "Header":
-        raise TraceFormatError("a trace starts with a Header line")
-    b = bounds_from_header(events[0][1])
-    report.pipeline, report.fence = b.pipeline, b.fence
-    names = GenerationNames()
-    s: State = initial_state()
-    body = events[1:]
-    for lineno, ev in body:
-        name = ev["event"]
-        if name == "Header":
-            # A restarted master appends its own header; new work IDs join the bounds.
-            merged = dict(b.task_of) | {str(w): str(t) for w, t in ev.get("task_of", {}).items()}
-            b = replace(b, task_of=tuple(sorted(merged.items())))
-            continue
-        if name not in ACTIONS:
-            raise TraceFormatError(
-                f"line {lineno}: unknown event {name!r} (known: {', '.join(ACTIONS)})"
-            )
-        now = _tick(float(_need(ev, "now", lineno)))
-        if now < s.wall:
-            report.rollbacks += 1
-        since = s.wall
-        s = s._replace(wall=now, mono=now)
-        before = s
-        if name == "RestartMaster" and isinstance(ev.get("recovered"), dict):
-            if report.steps == 0:
-                # The trace starts on existing files: its history starts from what was on disk.
-                s = _adopt(s, ev["recovered"], names)
-            problem, s, lost, names = _resync(s, ev["recovered"], b, names, since)
-            report.lost_steps += lost
-            if problem is not None:
-                report.divergence, report.line = problem, lineno
-                return report
-        problem, s = _apply(s, name, ev, lineno, b, names)
-        if problem is None and (bad := broken(before, s, b)):
-            problem = (
-                f"{name} is a step the model allows, but it breaks {', '.join(bad)}; state "
-                f"after: {'; '.join(f'{k}={v!r}' for k, v in flatten(s).items())}"
-            )
-        if problem is not None:
-            report.divergence, report.line = problem, lineno
-            return report
-        report.steps += 1
-        report.counts[name] = report.counts.get(name, 0) + 1
-    return report
-
-
-def _apply(
-    s: State,
-    name: str,
-    ev: dict[str, Any],
-    lineno: int,
-    b: Bounds,
-    names: GenerationNames,
-) -> tuple[str | None, State]:
-    def state_text(st: State) -> str:
-        return "; ".join(f"{k}={v!r}" for k, v in flatten(st).items())
-
-    if name == "DispatchWork":
-        w, r = str(_need(ev, "w", lineno)), int(_need(ev, "r", lineno))
-        if w not in b.works:
-            return f"DispatchWork of {w!r}, which the Header does not list", s
-        if len(dispatches_of(s, r)) >= b.pipeline:
-            return (
-                f"DispatchWork to rank {r}, which the model says is still busy with "
-                f"{dispatches_of(s, r)} (pipeline {b.pipeline})",
-                s,
-            )
-        refuse = ev.get("refused")
-        injected = refuse if refuse in DISPATCH_STEPS[:3] else None
-        model_gen = next_generation(s, b)
-        out, t = dispatch_work(s, w, r, b, refuse=injected)
-        if out.ok != bool(_need(ev, "ok", lineno)) or (not out.ok and out.refused != refuse):
-            return (
-                f"DispatchWork({w!r}, {r}): implementation ok={ev['ok']} refused={refuse!r}, "
-                f"model ok={out.ok} refused={out.refused!r}; state before: {state_text(s)}"
-            ), s
-        if out.ok:
-            try:
-                names.bind(r, _generation(ev, lineno), model_gen)
-            except AssertionError as exc:
-                return f"DispatchWork({w!r}, {r}): {exc}", s
-        return None, t
-    if name == "DeliverResult":
-        r, w = int(_need(ev, "r", lineno)), str(_need(ev, "w", lineno))
-        reported = ev.get("reported")
-        presented = _generation(ev, lineno)
-        message = _message(s, r, w, presented, names, b)
-        if message is None:
-            return (
-                f"DeliverResult({r}, {w!r}, gen={presented!r}): no such result in flight in the "
-                "model (never dispatched)",
-                s,
-            )
-        res, t = deliver_result(
-            s,
-            r,
-            w,
-            reported,
-            bool(_need(ev, "ok", lineno)),
-            b,
-            keep=True,
-            gen=message,
-            presented=0 if presented is None else message,
-        )
-        got = (
-            bool(ev.get("stale", False)),
-            ev.get("task"),
-            bool(ev.get("work_ok")),
-            bool(ev.get("state_ok")),
-        )
-        want = (res.stale, res.task, res.work_ok, res.state_ok)
-        if got != want:
-            return (
-                f"DeliverResult({r}, {w!r}, reported={reported!r}, ok={ev['ok']}): implementation "
-                f"(stale, task, work_ok, state_ok)={got}, model {want}; state before: {state_text(s)}"
-            ), s
-        return None, t
-    if name == "ReclaimExpired":
-        got_list = sorted(str(x) for x in _need(ev, "reclaimed", lineno))
-        t, works = _within_a_tick(s, lambda x: reclaim_expired(x, b)[1], got_list)
-        if got_list != works:
-            return f"ReclaimExpired: implementation reclaimed {got_list}, model {works}", s
-        return None, t
-    # RestartMaster: first what the new master read from disk (see _resync), then the restart
-    # and its recovery (what it reclaimed is traced since format version 2).
-    reclaimed = ev.get("reclaimed")
-    restart_wants = None if reclaimed is None else sorted(str(x) for x in reclaimed)
-    t, works = _within_a_tick(s, lambda x: restart_master(x, b), restart_wants)
-    if restart_wants is not None and restart_wants != works:
-        return f"RestartMaster: implementation reclaimed {restart_wants}, model {works}", s
-    return None, t
-
-
 def _message(
     s: State, r: int, w: str, presented: Generation | None, names: GenerationNames, b: Bounds
 ) -> int | None:
@@ -353,58 +349,44 @@ def _message(
     return mine[0] if mine else None
 
 
-def _disk_generation(x: list[Any], at: int) -> Generation | None:
-    """The generation at position ``at`` of a recovered lease (absent in a version-1 trace)."""
-    gen = x[at] if len(x) > at else None
-    if gen is None:
-        return None
-    if not valid_generation(gen):
-        raise TraceFormatError(f"a recovered lease's generation is not [epoch, counter]: {gen!r}")
-    return (int(gen[0]), int(gen[1]))
+def _unsent(r: int, presented: Generation | None, names: GenerationNames, b: Bounds) -> int:
+    """The model generation a result no dispatch sent presents: the name of its token (a
+    fresh one, which no lease holds, for a token never dispatched), 0 when it presents none or
+    under rank fencing."""
+    return names.name(r, presented) if b.fence == FENCE_GENERATION else 0
 
 
-def _journal_of(doc: dict[str, Any], names: GenerationNames) -> Journal:
+def _journal_of(lease: JournalLease, names: GenerationNames) -> Lease:
+    return Lease(
+        lease.owner,
+        tick(lease.updated),
+        CLOCK_UNIX if lease.clock == "unix" else CLOCK_LEGACY,
+        names.name(lease.owner, lease.gen),
+    )
+
+
+def journal_of(recovered: Recovered, names: GenerationNames) -> Journal:
     """The journal a restarted master read from disk, its generations named by ``names``."""
-    leases = tuple(
-        sorted(
-            (
-                str(w),
-                Lease(
-                    int(x[0]),
-                    _tick(float(x[1])),
-                    CLOCK_UNIX if x[2] == "unix" else CLOCK_LEGACY,
-                    names.name(int(x[0]), _disk_generation(x, 3)),
-                ),
-            )
-            for w, x in doc.get("leases", {}).items()
-        )
+    j = recovered.journal
+    leases = tuple(sorted((w, _journal_of(x, names)) for w, x in j.leases.items()))
+    return Journal(
+        leases=leases, completed=frozenset(j.completed), attempts=tuple(sorted(j.attempts.items()))
     )
-    attempts = tuple(sorted((str(w), int(n)) for w, n in doc.get("attempts", {}).items()))
-    return Journal(leases=leases, completed=frozenset(doc.get("completed", [])), attempts=attempts)
 
 
-def _adopt(s: State, recovered: dict[str, Any], names: GenerationNames) -> State:
+def _adopt(s: State, recovered: Recovered, names: GenerationNames) -> State:
     """The model state a trace starts from when its first step is a restart on existing files."""
-    doc = recovered.get("coordinator", {})
-    epoch = int(doc.get("epoch", 2)) - 1  # the new master had already loaded into the next epoch
+    doc = recovered.coordinator
+    epoch = doc.epoch - 1  # the new master had already loaded into the next epoch
     leases = tuple(
         sorted(
-            (
-                str(t),
-                StateLease(int(x[0]), 0, int(x[2]), names.name(int(x[0]), _disk_generation(x, 3))),
-            )
-            for t, x in doc.get("leases", {}).items()
+            (t, StateLease(x.owner, 0, x.epoch, names.name(x.owner, x.gen)))
+            for t, x in doc.leases.items()
         )
     )
-    stats = tuple(
-        sorted(
-            (str(t), Stats(int(x[0]), int(x[1]), int(x[0]), int(x[0]) + int(x[1])))
-            for t, x in doc.get("stats", {}).items()
-        )
-    )
+    stats = tuple(sorted((t, Stats(c, f, c, c + f)) for t, (c, f) in doc.stats.items()))
     coordinator = Coordinator(epoch=max(epoch, 1), leases=leases, stats=stats)
-    journal = _journal_of(recovered.get("journal", {}), names)
-    return s._replace(journal=journal, coordinator=coordinator)
+    return s._replace(journal=journal_of(recovered, names), coordinator=coordinator)
 
 
 def _reclaims_since(s: State, b: Bounds, since: int) -> list[State]:
@@ -455,14 +437,12 @@ def _coordinator_view(c: Coordinator) -> tuple[object, ...]:
     return leases, stats
 
 
-def _recovered_view(doc: dict[str, Any], names: GenerationNames) -> tuple[object, ...]:
+def _recovered_view(recovered: Recovered, names: GenerationNames) -> tuple[object, ...]:
+    doc = recovered.coordinator
     leases = tuple(
-        sorted(
-            (str(t), int(x[0]), names.name(int(x[0]), _disk_generation(x, 3)), int(x[2]))
-            for t, x in doc.get("leases", {}).items()
-        )
+        sorted((t, x.owner, names.name(x.owner, x.gen), x.epoch) for t, x in doc.leases.items())
     )
-    stats = tuple(sorted((str(t), int(x[0]), int(x[1])) for t, x in doc.get("stats", {}).items()))
+    stats = tuple(sorted((t, c, f) for t, (c, f) in doc.stats.items()))
     return leases, stats
 
 
@@ -482,29 +462,29 @@ def _same_journal(model: Journal, disk: Journal, before: Journal) -> bool:
     return True
 
 
-def _bind_lost(t: State, recovered: dict[str, Any], names: GenerationNames) -> GenerationNames:
+def _bind_lost(t: State, recovered: Recovered, names: GenerationNames) -> GenerationNames:
     """``names`` extended by the generation a lost step gave out: a lease on disk whose token
     the trace never showed, held by the same rank as the lease ``t`` (a candidate lost step)
     has under a model generation not yet named, is that generation."""
     named = copy.deepcopy(names)
-    held_by: list[tuple[dict[str, Any], dict[str, Lease | StateLease]]] = [
-        (recovered.get("journal", {}), dict(t.journal.leases)),
-        (recovered.get("coordinator", {}), dict(t.coordinator.leases)),
+    on_disk: list[tuple[dict[str, Any], dict[str, Lease | StateLease]]] = [
+        (dict(recovered.journal.leases), dict(t.journal.leases)),
+        (dict(recovered.coordinator.leases), dict(t.coordinator.leases)),
     ]
-    for doc, leases in held_by:
-        for key, x in doc.get("leases", {}).items():
-            gen, held = _disk_generation(x, 3), leases.get(str(key))
-            if gen is None or held is None or held.owner != int(x[0]) or held.gen <= 0:
+    for disk, leases in on_disk:
+        for key, x in disk.items():
+            held = leases.get(key)
+            if x.gen is None or held is None or held.owner != x.owner or held.gen <= 0:
                 continue
-            token = (int(x[0]), gen[0], gen[1])
+            token = (x.owner, x.gen[0], x.gen[1])
             if token not in named.names and held.gen not in named.tokens:
-                named.bind(int(x[0]), gen, held.gen)
+                named.bind(x.owner, x.gen, held.gen)
     return named
 
 
 def _resync(
     s: State,
-    recovered: dict[str, Any],
+    recovered: Recovered,
     b: Bounds,
     names: GenerationNames,
     since: int | None = None,
@@ -518,17 +498,15 @@ def _resync(
     last traced step (a lost step ran between it and the restart). Returns the names of
     generations with the lost step's, if any, added.
     """
-    disk_doc = recovered.get("journal", {})
-    coordinator_doc = recovered.get("coordinator", {})
     probe = copy.deepcopy(names)
-    disk_j = _journal_of(disk_doc, probe)
-    disk_c = _recovered_view(coordinator_doc, probe)
+    disk_j = journal_of(recovered, probe)
+    disk_c = _recovered_view(recovered, probe)
     if _same_journal(s.journal, disk_j, s.journal) and _coordinator_view(s.coordinator) == disk_c:
         return None, s, False, names
     for t in _master_steps(s, b, since):
         named = _bind_lost(t, recovered, names)
-        disk_j = _journal_of(disk_doc, named)
-        disk_c = _recovered_view(coordinator_doc, named)
+        disk_j = journal_of(recovered, named)
+        disk_c = _recovered_view(recovered, named)
         if not _same_journal(t.journal, disk_j, s.journal):
             continue
         if _coordinator_view(t.coordinator) == disk_c:
@@ -539,7 +517,7 @@ def _resync(
         (
             "RestartMaster: the state read from disk is neither the model's state nor one step the "
             f"model allows away from it; disk journal {disk_j!r}, disk coordinator {disk_c!r}; "
-            f"model: {'; '.join(f'{k}={v!r}' for k, v in flatten(s).items())}"
+            f"model: {state_text(s)}"
         ),
         s,
         False,

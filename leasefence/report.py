@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("model check", "leasefence.modelcheck:layer_model"),
     ("tlc", "leasefence.tlc.layer:verify_rows"),
     ("crashcheck", "leasefence.harness.crashcheck:layer_crashcheck"),
-    ("campaign", "leasefence.harness.campaign:layer_campaign"),
+    ("campaign", "leasefence.harness.campaign.layer:layer_campaign"),
     ("conformance", "leasefence.conformance.layer:layer_conformance"),
     ("crosshair", "leasefence.conformance.contracts:verify_rows"),
     ("planted bugs", "leasefence.harness.mutants:verify_rows"),

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 from pathlib import Path
 
 from leasefence.cli.argtypes import count, nonneg, rate, seconds
@@ -98,14 +96,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from leasefence.harness.campaign import (
-        CampaignConfig,
-        default_builds,
-        format_table,
-        plot,
-        run_campaign,
-        to_json,
-    )
+    from leasefence.harness.campaign.console import main
+    from leasefence.harness.campaign.schedule import CampaignConfig, default_builds
 
     if args.ranks < 2 or args.faults < 0:
         print("leasefence campaign: --ranks must be >= 2 and --faults >= 0", file=sys.stderr)
@@ -125,45 +117,4 @@ def run(args: argparse.Namespace) -> int:
         pipeline=args.pipeline,
         restart_every=args.restart_every,
     )
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    with tempfile.TemporaryDirectory(prefix="leasefence-campaign-") as tmp:
-        result = run_campaign(config, args.workdir or Path(tmp), progress)
-    print(format_table(result))
-    for build, r in result.runs.items():
-        for line in r.history.examples[:4]:
-            print(f"  {build}: {line}")
-        if not r.history.trace_valid:
-            print(f"  {build}: first divergence from the model: {r.history.trace_divergence}"[:400])
-        if r.history.trace_ok and not r.history.trace_valid:
-            for line in r.history.interrupted_rejections:
-                print(f"  {build}: restart explained by a kill mid-rejection: {line}")
-        for line in r.unexpected_exits:
-            print(f"  {build}: job ended unexpectedly: {line[-300:]}")
-    print(f"campaign: {result.seconds:.1f} s")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(to_json(result), indent=2) + "\n")
-    if args.plot:
-        plot(result, args.plot)
-        print(f"plot: {args.plot}")
-    ok = result.f314_ok() if "f314" in result.runs else True
-    if "pre-fix" in result.runs:
-        ok = ok and result.prefix_damaged()
-    said = []
-    if "f314" in result.runs and result.f314_ok():
-        said.append("F314 held under every fault")
-    if result.prefix_damaged():
-        said.append("the pre-fix build shows damage")
-    if "rank-fence" in result.runs:
-        # a measurement, not a gate: see the README on why a campaign may not reach the
-        # model's counterexample
-        said.append(
-            "the rank-fenced build shows damage"
-            if result.rank_fence_damaged()
-            else "the rank-fenced build shows no damage in this run"
-        )
-    print("campaign: " + "; ".join(said))
-    return 0 if ok else 1
+    return main(config, args.workdir, args.json, args.plot)

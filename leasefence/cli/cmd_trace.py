@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
 from pathlib import Path
 
@@ -35,6 +36,10 @@ def run_check(args: argparse.Namespace) -> int:
     status = 0
     for path in args.trace:
         try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                # a FIFO would block the read, a directory cannot be one
+                print(f"{path}: not a regular file (a trace is a file)", file=sys.stderr)
+                return 2
             with path.open(encoding="utf-8") as fh:
                 report = validate(fh)
         except OSError as exc:

@@ -490,3 +490,12 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 95) == 4.0
     assert percentile([], 50) is None
+
+
+def test_the_ledger_judges_a_reclaim_by_the_models_rule_within_a_tick_as_trace_check_does() -> None:
+    # 0.9999997 s in floats (the implementation's rule would call the reclaim early), exactly
+    # one second in the model's microsecond ticks: the model allows it, and so does the ledger.
+    events = [HEADER, dispatch(W1, 1, 100.0000004), reclaim(101.0000001, W1)]
+    assert validate([json.dumps(e) for e in events]).ok
+    assert check_history(events, [W1]).premature_reclaims == 0
+    assert check_history([*events[:2], reclaim(100.9, W1)], [W1]).premature_reclaims == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -383,3 +384,126 @@ def test_what_a_restart_reclaimed_is_compared() -> None:
     assert "RestartMaster: implementation reclaimed [], model" in (report.divergence or "")
     lines[-1] = json.dumps({"event": "RestartMaster", "now": 102.0, "reclaimed": [W1]})
     assert validate(lines).ok
+
+
+# -- issue 18, point 3: never fail a correct run, say clearly what is wrong with a bad file -----
+
+
+@pytest.mark.parametrize(("pipeline", "fence"), [(1, "rank"), (2, "generation")])
+def test_a_result_for_work_never_dispatched_that_the_master_refuses_validates(
+    tmp_path: Path, pipeline: int, fence: str
+) -> None:
+    from leasefence.impl.master import Master
+    from leasefence.impl.trace import TraceWriter
+    from leasefence.impl.transport import ManualClock
+    from leasefence.impl.wire import Rank, Result, StateTaskId, WorkId
+    from leasefence.impl.workload import WorkItem
+
+    items = [WorkItem(WorkId(W1), StateTaskId("s1"), "t1", "bound=16", "smt")]
+    items += [WorkItem(WorkId(W3), StateTaskId("s2"), "t2", "bound=16", "smt")]
+    task_of = {i.work_id: i.state_task_id for i in items}
+    trace = TraceWriter(
+        tmp_path / "t.ndjson",
+        ttl=5.0,
+        ranks=[1, 2],
+        task_of=task_of,
+        pipeline=pipeline,
+        fence=fence,
+    )
+    m = Master.open(
+        tmp_path / "j.jsonl",
+        tmp_path / "s.json",
+        items,
+        ttl=5.0,
+        clock=ManualClock(),
+        trace=trace,
+        pipeline=pipeline,
+        fence=fence,
+    )
+    assert m.dispatch(WorkId(W1), Rank(1)).ok
+    gen = (1, 9) if fence == "generation" else None
+    # rank 2 answers W3, which nobody dispatched; rank 1 answers W3 too, besides its W1
+    for rank in (Rank(2), Rank(1)):
+        refused = m.handle_result(rank, Result(WorkId(W3), StateTaskId("s2"), True, generation=gen))
+        assert not refused.work_ok
+        assert not refused.state_ok
+    assert m.handle_result(Rank(1), Result(WorkId(W1), StateTaskId("s1"), True)).work_ok
+    m.close()
+    trace.close()
+    report = validate((tmp_path / "t.ndjson").read_text().splitlines())
+    assert report.ok, report.divergence
+    assert report.counts == {"DispatchWork": 1, "DeliverResult": 3}
+
+
+def test_a_result_never_dispatched_that_the_implementation_accepts_still_diverges() -> None:
+    lines = _lines(_deliver(2, W3, 100.0, reported="s2", task="s2"))
+    report = validate(lines)
+    assert not report.ok
+    assert "no such result in flight" in (report.divergence or "")
+
+
+@pytest.mark.parametrize(
+    ("line", "event", "field"),
+    [
+        (2, {"event": "DispatchWork", "w": W1, "r": 1, "now": "soon", "ok": True}, "now"),
+        (
+            2,
+            json.dumps({"event": "DispatchWork", "w": W1, "r": 1, "now": math.nan, "ok": True}),
+            "now",
+        ),
+        (2, {"event": "DispatchWork", "w": W1, "r": "1", "now": 1.0, "ok": True}, "r"),
+        (2, {"event": "DispatchWork", "w": W1, "r": 1, "now": 1.0, "ok": "yes"}, "ok"),
+        (2, {"event": "DispatchWork", "w": 7, "r": 1, "now": 1.0, "ok": True}, "w"),
+        (2, _deliver(1, W1, 1.0, work_ok=1), "work_ok"),
+        (2, {"event": "ReclaimExpired", "now": 1.0, "reclaimed": W1}, "reclaimed"),
+        (2, {"event": "RestartMaster", "now": 1.0, "recovered": "junk"}, "recovered"),
+        (
+            2,
+            {"event": "RestartMaster", "now": 1.0, "recovered": {"journal": {"leases": {W1: 3}}}},
+            f"recovered journal lease of {W1}",
+        ),
+        (1, {**HEADER, "version": 99}, "version"),
+        (1, {**HEADER, "ttl": None}, "ttl"),
+    ],
+)
+def test_a_malformed_trace_exits_2_naming_the_line_and_the_field(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    line: int,
+    event: dict[str, object] | str,
+    field: str,
+) -> None:
+    lines = list(GOOD)
+    lines[line - 1] = event if isinstance(event, str) else json.dumps(event)
+    path = tmp_path / "bad.ndjson"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["trace", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"line {line}:" in err
+    assert field in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_trace_check_refuses_a_fifo_or_a_directory_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    import os
+    import threading
+
+    path = tmp_path / "trace"
+    if kind == "directory":
+        path.mkdir()
+        assert main(["trace", "check", str(path)]) == 2
+    else:
+        os.mkfifo(path)
+        # A writer that opens and closes the FIFO, so that a reader that opened it anyway
+        # reads an empty file instead of waiting forever; released below if nobody read.
+        writer = threading.Thread(target=lambda: path.open("w").close(), daemon=True)
+        writer.start()
+        try:
+            assert main(["trace", "check", str(path)]) == 2
+        finally:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            writer.join()
+            os.close(fd)
+    assert "not a regular file" in capsys.readouterr().err

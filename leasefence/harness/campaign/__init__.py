@@ -17,7 +17,7 @@ each on its own journal, snapshot, trace and event log. Faults:
   work and state task (``--duplicate-candidates``, besides the workload's own variants of one
   state task), journal compaction (``--compact-every``); beyond depth 1 also ``restart``, the
   master restarted inside the running job every ``restart_every`` results (``--inject
-  restart``, ``impl.transport.RestartFault``), its workers and their results in flight alive.
+  restart``, ``leasefence.harness.faults.RestartFault``), its workers and their results in flight alive.
 
 ``check_history`` then reads each build's trace, journal and event log offline and replays the
 trace through a lease ledger that follows F314's rules (who holds each work and state lease,

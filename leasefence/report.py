@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("lint/types", "leasefence.verify:layer_lint"),
     ("model check", "leasefence.verify:layer_model"),
     ("tlc", "leasefence.tlc.layer:verify_rows"),
-    ("crashcheck", "leasefence.harness.crashcheck:layer_crashcheck"),
+    ("crashcheck", "leasefence.harness.crash.layer:layer_crashcheck"),
     ("campaign", "leasefence.harness.campaign:layer_campaign"),
     ("conformance", "leasefence.conformance.layer:layer_conformance"),
     ("crosshair", "leasefence.conformance.contracts:verify_rows"),

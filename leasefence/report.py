@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("campaign", "leasefence.harness.campaign:layer_campaign"),
     ("conformance", "leasefence.conformance.layer:layer_conformance"),
     ("crosshair", "leasefence.conformance.contracts:verify_rows"),
-    ("planted bugs", "leasefence.harness.mutants:verify_rows"),
+    ("planted bugs", "leasefence.harness.mutants.layer:verify_rows"),
 )
 
 

@@ -726,7 +726,8 @@ def build_tree(build: str) -> Iterator[dict[str, str]]:
     if build != "pre-fix":
         yield env
         return
-    from leasefence.harness.mutants import F314_MUTANTS, apply, copy_tree
+    from leasefence.harness.mutants.catalogue import F314_MUTANTS
+    from leasefence.harness.mutants.gate import apply, copy_tree
 
     with tempfile.TemporaryDirectory(prefix="leasefence-prefix-") as tmp:
         copy_tree(Path(tmp))

@@ -12,7 +12,10 @@ implementation                  model                  mapping
 ==============================  =====================  ==========================================
 
 Time: the machines drive one injected ``TickClock`` in whole seconds, and one second is one
-model tick, so a Unix timestamp maps to the tick of the same number (``tick``). The model's
+model tick, so a Unix timestamp maps to the tick of the same number (``tick``). A harness whose
+clock starts elsewhere (the crash harness: ``BASE + tick``) passes ``origin``, the Unix time of
+tick 0; it shifts Unix times only, not a legacy record's monotonic stamp nor the zero a restart
+writes into a state lease (the model's ``restart_coordinator`` zeroes it too). The model's
 monotonic clock has no counterpart in the implementation (F314 persists Unix time only): it,
 the results in flight, and the fault counters are the environment's, kept by the machine in an
 ``Environment`` and copied into the mapped state unchanged.
@@ -57,11 +60,12 @@ class TickClock:
         return float(self.now)
 
 
-def tick(seconds: float) -> int:
-    """The model tick of an implementation timestamp; it must be a whole second."""
+def tick(seconds: float, origin: int = 0) -> int:
+    """The model tick of an implementation timestamp (``origin``: the Unix time of tick 0); it
+    must be a whole second."""
     if not math.isfinite(seconds) or seconds != int(seconds):
         raise AssertionError(f"timestamp {seconds!r} is not a whole second (a model tick)")
-    return int(seconds)
+    return int(seconds) - origin
 
 
 def clock_domain(tag: str | None) -> str:
@@ -121,16 +125,20 @@ class GenerationNames:
         return self.names[token]
 
 
-def lease_of(x: LeaseRecord, names: GenerationNames | None = None) -> Lease:
-    """One active work lease in the model's terms."""
+def lease_of(x: LeaseRecord, names: GenerationNames | None = None, origin: int = 0) -> Lease:
+    """One active work lease in the model's terms (a legacy stamp is monotonic: not shifted)."""
     gen = (names or GenerationNames()).name(x.owner, x.generation)
-    return Lease(owner=x.owner, updated=tick(x.updated), clock=clock_domain(x.clock), gen=gen)
+    domain = clock_domain(x.clock)
+    updated = tick(x.updated, origin if domain == CLOCK_UNIX else 0)
+    return Lease(owner=x.owner, updated=updated, clock=domain, gen=gen)
 
 
-def journal_state(j: WorkLeaseJournal, names: GenerationNames | None = None) -> Journal:
+def journal_state(
+    j: WorkLeaseJournal, names: GenerationNames | None = None, origin: int = 0
+) -> Journal:
     """The journal's abstract state: active leases, completed IDs, attempts per ID."""
     return Journal(
-        leases=tuple((w, lease_of(x, names)) for w, x in sorted(j.leases.items())),
+        leases=tuple((w, lease_of(x, names, origin)) for w, x in sorted(j.leases.items())),
         completed=frozenset(j.completed),
         attempts=tuple(sorted(j.attempts.items())),
     )
@@ -143,7 +151,7 @@ def _whole(amount: float) -> int:
 
 
 def coordinator_state(
-    c: StateShardCoordinator, names: GenerationNames | None = None
+    c: StateShardCoordinator, names: GenerationNames | None = None, origin: int = 0
 ) -> Coordinator:
     """The coordinator's abstract state: epoch, every lease (active or stale), booked statistics."""
     names = names or GenerationNames()
@@ -154,7 +162,7 @@ def coordinator_state(
                 t,
                 StateLease(
                     owner=x.owner,
-                    updated=tick(x.updated),
+                    updated=0 if x.updated == 0.0 else tick(x.updated, origin),
                     epoch=x.epoch,
                     gen=names.name(x.owner, x.generation),
                 ),

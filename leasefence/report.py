@@ -30,11 +30,11 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("lint/types", "leasefence.verify:layer_lint"),
     ("model check", "leasefence.modelcheck:layer_model"),
     ("tlc", "leasefence.tlc.layer:verify_rows"),
-    ("crashcheck", "leasefence.harness.crashcheck:layer_crashcheck"),
+    ("crashcheck", "leasefence.harness.crash.layer:layer_crashcheck"),
     ("campaign", "leasefence.harness.campaign.layer:layer_campaign"),
     ("conformance", "leasefence.conformance.layer:layer_conformance"),
     ("crosshair", "leasefence.conformance.contracts:verify_rows"),
-    ("planted bugs", "leasefence.harness.mutants:verify_rows"),
+    ("planted bugs", "leasefence.harness.mutants.layer:verify_rows"),
 )
 
 

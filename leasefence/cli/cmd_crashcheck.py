@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from leasefence.cli.argtypes import nonneg
-
-#: The sizes of ``--quick``: a few hundred crash points in seconds.
-QUICK_POINTS = 400
-QUICK_SIZE = 6
+from leasefence.harness.crash.runner import QUICK_POINTS, QUICK_SIZE, crashcheck
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -54,18 +49,13 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from leasefence.harness import crashcheck as cc
-
-    progress = None if args.quiet else cc.main_progress
-    if args.replay:
-        report = cc.replay(args.replay, cc.main_progress)
-    elif args.quick:
-        report = cc.run(args.seed, QUICK_POINTS, QUICK_SIZE, 1, progress)
-    else:
-        report = cc.run(args.seed, args.points, args.size, args.kill_rounds, progress)
-    for v in report.violations:
-        print(v)
-    print(report.summary())
-    if args.json:
-        Path(args.json).write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    return 1 if report.violations else 0
+    return crashcheck(
+        seed=args.seed,
+        points=args.points,
+        size=args.size,
+        kill_rounds=args.kill_rounds,
+        quick=args.quick,
+        replay_spec=args.replay,
+        json_path=args.json,
+        quiet=args.quiet,
+    )

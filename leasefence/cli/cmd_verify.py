@@ -23,7 +23,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--mutants",
         action="store_true",
         help=(
-            "instead of the layers, run the whole planted-bug catalogue (leasefence/harness/mutants.py) "
+            "instead of the layers, run the whole planted-bug catalogue (leasefence/harness/mutants/catalogue.py) "
             "against every test layer and print mutant x layer -> caught/missed; exit 1 if any "
             "mutant survives every layer"
         ),
@@ -38,33 +38,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_mutants(reports: str) -> int:
-    from pathlib import Path
+    from leasefence.harness.mutants.gate import run_mutants
 
-    from leasefence.harness.mutants import (
-        CATALOGUE,
-        available_layers,
-        baseline,
-        format_table,
-        run_gate,
-    )
-
-    layers = available_layers()
-    names = ", ".join(layer.name for layer in layers)
-    print(f"[mutants] layers: {names}; baseline run without any mutant ...", flush=True)
-    broken = baseline(layers)
-    if broken:
-        for name, why in broken.items():
-            print(f"[mutants] layer {name} fails WITHOUT any mutant; fix it first:\n{why}")
-        return 1
-    results = run_gate(
-        CATALOGUE, layers, progress=lambda line: print(f"[mutants] {line}", flush=True)
-    )
-    table = format_table(results, layers)
-    print(table)
-    out = Path(reports)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "mutants.md").write_text("# leasefence verify --mutants\n\n" + table + "\n")
-    survivors = [r.mutant.name for r in results if not r.caught]
-    summary = f"{len(results) - len(survivors)}/{len(results)} mutants caught"
-    print(summary + (f"; SURVIVED: {', '.join(survivors)}" if survivors else ""))
-    return 1 if survivors else 0
+    return run_mutants(reports)

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from leasefence.harness.mutants import (
-    CATALOGUE,
-    F314_MUTANTS,
-    Mutant,
-    apply,
-    available_layers,
-    copy_tree,
-    run_gate,
-)
+from leasefence.harness.mutants.catalogue import CATALOGUE, F314_MUTANTS, Mutant
+from leasefence.harness.mutants.gate import apply, available_layers, copy_tree, run_gate
 
 
 def test_every_catalogued_patch_still_applies_to_the_code(
@@ -57,7 +50,7 @@ def test_verify_offers_the_mutant_gate_on_its_command_line() -> None:
 
 
 def test_the_unit_layer_passes_on_an_unmutated_copy_so_a_caught_mutant_means_its_bug() -> None:
-    from leasefence.harness.mutants import baseline
+    from leasefence.harness.mutants.gate import baseline
 
     unit = [layer for layer in available_layers() if layer.name == "unit"]
     assert baseline(unit) == {}

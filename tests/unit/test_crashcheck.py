@@ -13,7 +13,19 @@ from pathlib import Path
 import pytest
 
 from leasefence.cli import main
-from leasefence.harness import crashcheck as cc
+from leasefence.harness.crash.disk import PowerPoint, power_disk, power_points
+from leasefence.harness.crash.oracle import check_directory, history
+from leasefence.harness.crash.report import Report
+from leasefence.harness.crash.runner import check_kill, check_power, replay, run
+from leasefence.harness.crash.workloads import (
+    BASE,
+    JOURNAL_NAME,
+    Op,
+    Workload,
+    coordinator_workload,
+    journal_workload,
+    workloads_for_round,
+)
 from leasefence.impl import coordinator as coordinator_module
 from leasefence.impl import journal as journal_module
 from leasefence.impl.journal import WorkLeaseJournal
@@ -39,9 +51,9 @@ def test_quick_crashcheck_tries_hundreds_of_points_and_finds_nothing(tmp_path: P
 def test_every_workload_kind_and_mode_agrees_with_the_model_when_not_crashed(
     scratch: Path,
 ) -> None:
-    report = cc.Report(seed=5)
-    for w in cc.workloads_for_round(5, 0, 10):
-        cc.check_kill(w, report, scratch, only=-1)  # the uninterrupted run only
+    report = Report(seed=5)
+    for w in workloads_for_round(5, 0, 10):
+        check_kill(w, report, scratch, only=-1)  # the uninterrupted run only
     assert report.violations == []
 
 
@@ -56,13 +68,13 @@ def test_a_journal_that_acknowledges_before_fsync_loses_records_on_power_loss(
     monkeypatch: pytest.MonkeyPatch, scratch: Path
 ) -> None:
     monkeypatch.setattr(WorkLeaseJournal, "_write", _skip_fsync)
-    report = cc.Report(seed=1)
-    cc.check_power(cc.journal_workload(1, 8, "always"), report, scratch)
+    report = Report(seed=1)
+    check_power(journal_workload(1, 8, "always"), report, scratch)
     assert report.lost > 0
     assert any("lost acknowledged operation" in v.what for v in report.violations)
-    replay = report.violations[0].replay
-    assert replay.startswith("power:journal:always:1:8:")
-    again = cc.replay(replay)  # the printed replay finds the same violation
+    spec = report.violations[0].replay
+    assert spec.startswith("power:journal:always:1:8:")
+    again = replay(spec)  # the printed replay finds the same violation
     assert report.violations[0].what in [v.what for v in again.violations]
 
 
@@ -80,8 +92,8 @@ def test_a_journal_that_acknowledges_before_writing_loses_records_on_sigkill(
         self._records += len(lines)
 
     monkeypatch.setattr(WorkLeaseJournal, "_commit_records", deferred)
-    report = cc.Report(seed=2)
-    cc.check_kill(cc.journal_workload(2, 8, "always"), report, scratch)
+    report = Report(seed=2)
+    check_kill(journal_workload(2, 8, "always"), report, scratch)
     assert any("lost acknowledged operation" in v.what for v in report.violations)
 
 
@@ -98,8 +110,8 @@ def test_a_coordinator_that_saves_in_place_is_caught_by_sigkill_mid_save(
             os.close(fd)
 
     monkeypatch.setattr(coordinator_module, "_atomic_write", in_place)
-    report = cc.Report(seed=3)
-    cc.check_kill(cc.coordinator_workload(3, 6, "autosave"), report, scratch)
+    report = Report(seed=3)
+    check_kill(coordinator_workload(3, 6, "autosave"), report, scratch)
     assert any("SnapshotError" in v.what for v in report.violations)
 
 
@@ -117,8 +129,8 @@ def test_a_coordinator_that_skips_the_directory_fsync_loses_saves_on_power_loss(
         os.replace(tmp, path)
 
     monkeypatch.setattr(coordinator_module, "_atomic_write", no_dir_fsync)
-    report = cc.Report(seed=4)
-    cc.check_power(cc.coordinator_workload(4, 4, "autosave"), report, scratch)
+    report = Report(seed=4)
+    check_power(coordinator_workload(4, 4, "autosave"), report, scratch)
     assert report.lost > 0
 
 
@@ -134,11 +146,11 @@ def test_the_cli_exits_non_zero_and_lists_each_violation_with_its_replay(
 
 def test_power_loss_points_cut_the_last_unsynced_write_at_every_byte() -> None:
     events = [["create", "f", 1], ["write", 1, 0, b"abcd".hex()], ["fsync", 1]]
-    points = [str(p) for p, _ in cc.power_points(events)]
+    points = [str(p) for p, _ in power_points(events)]
     assert {"2,1,1", "2,1,2", "2,1,3", "2,1,-", "2,0,-"} <= set(points)
-    assert cc.power_disk(events, {}, cc.PowerPoint(2, 1, 2)) == {"f": b"ab"}
-    assert cc.power_disk(events, {}, cc.PowerPoint(2, 0, None)) == {}  # the create is undone
-    assert cc.power_disk(events, {}, cc.PowerPoint(3, 0, None)) == {}  # no directory fsync
+    assert power_disk(events, {}, PowerPoint(2, 1, 2)) == {"f": b"ab"}
+    assert power_disk(events, {}, PowerPoint(2, 0, None)) == {}  # the create is undone
+    assert power_disk(events, {}, PowerPoint(3, 0, None)) == {}  # no directory fsync
     assert not any(p.startswith("3,1") for p in points)  # fsynced: the write is forced
 
 
@@ -149,12 +161,35 @@ def test_an_undurable_rename_may_be_undone_by_power_loss() -> None:
         ["fsync", 2],
         ["rename", "t", "s"],
     ]
-    before = cc.power_disk(events, {"s": b"old"}, cc.PowerPoint(4, 3, None))
-    after = cc.power_disk(events, {"s": b"old"}, cc.PowerPoint(4, 4, None))
+    before = power_disk(events, {"s": b"old"}, PowerPoint(4, 3, None))
+    after = power_disk(events, {"s": b"old"}, PowerPoint(4, 4, None))
     assert before["s"] == b"old"
     assert after == {"s": b"new"}
     durable = [*events, ["dsync"]]
-    assert cc.power_disk(durable, {"s": b"old"}, cc.PowerPoint(5, 3, None)) == {"s": b"new"}
+    assert power_disk(durable, {"s": b"old"}, PowerPoint(5, 3, None)) == {"s": b"new"}
+
+
+def _one_lease(work: str) -> Workload:
+    return Workload(
+        "journal", "always", 0, 1, False, (work,), (Op("open", (), 1), Op("lease", (work, 1), 2))
+    )
+
+
+@pytest.mark.parametrize("generation", [None, (1, 7)])
+def test_the_oracle_sees_a_recovered_leases_generation_which_the_model_never_issued(
+    scratch: Path, generation: tuple[int, int] | None
+) -> None:
+    # The model's history grants the lease by rank alone (generation 0). A file whose lease
+    # carries a generation token is another state: the oracle maps it with
+    # conformance.refinement, generations included, instead of dropping them.
+    w = _one_lease("a" * 64)
+    with WorkLeaseJournal(scratch / JOURNAL_NAME, clock=lambda: BASE + 2) as journal:
+        assert journal.lease("a" * 64, 1, generation)
+    out = check_directory(w, history(w), scratch, acked=1)
+    if generation is None:
+        assert out.problems == []
+    else:
+        assert any("no state the history allows" in p for p in out.problems), out.problems
 
 
 @pytest.mark.slow
@@ -163,7 +198,7 @@ def test_crashcheck_of_a_few_thousand_points_finds_no_lost_operation_and_no_viol
 ) -> None:
     if "slow" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("slow: run with -m slow (the Makefile does not deselect slow tests)")
-    report = cc.run(seed=7, points=3_000, size=20, kill_rounds=2)
+    report = run(seed=7, points=3_000, size=20, kill_rounds=2)
     assert report.points >= 3_000
     assert report.kill_points > 100
     assert report.lost == 0

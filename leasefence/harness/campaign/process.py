@@ -81,12 +81,13 @@ def tear(path: Path, share: float) -> int:
 def build_tree(build: str) -> Iterator[dict[str, str]]:
     """The environment that runs ``build``: the F314 sources as installed (``f314`` and
     ``rank-fence``, which differ only in their flags), or for ``pre-fix`` a temporary copy with
-    F314's four defects applied (``leasefence.harness.mutants.F314_MUTANTS``) first on PYTHONPATH."""
+    F314's four defects applied (``leasefence.harness.mutants.catalogue.F314_MUTANTS``) first on PYTHONPATH."""
     env = dict(os.environ)
     if build != "pre-fix":
         yield env
         return
-    from leasefence.harness.mutants import F314_MUTANTS, apply, copy_tree
+    from leasefence.harness.mutants.catalogue import F314_MUTANTS
+    from leasefence.harness.mutants.gate import apply, copy_tree
 
     with tempfile.TemporaryDirectory(prefix="leasefence-prefix-") as tmp:
         copy_tree(Path(tmp))

@@ -1,0 +1,80 @@
+"""The crash harness's findings: each violation with its replay, and the figures of a run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: A workload's family stops at this many violations (a broken implementation would otherwise
+#: report every one of thousands of crash points); the report says it stopped early.
+MAX_KEPT = 20
+
+
+@dataclass
+class Violation:
+    """One broken promise, with what to replay: ``leasefence crashcheck --replay <replay>``."""
+
+    family: str
+    workload: str
+    step: int  # the step in flight (the first one not acknowledged)
+    call: str
+    point: str
+    what: str
+
+    @property
+    def replay(self) -> str:
+        return f"{self.family}:{self.workload}:{self.point}"
+
+    def __str__(self) -> str:
+        return (
+            f"[{self.family}] workload {self.workload}, step {self.step} {self.call}, crash point "
+            f"{self.point}: {self.what}\n    replay: leasefence crashcheck --replay {self.replay}"
+        )
+
+
+@dataclass
+class Report:
+    """Figures of a crashcheck run and every violation found."""
+
+    seed: int
+    kill_points: int = 0
+    power_points: int = 0
+    power_states: int = 0  # distinct (files, acknowledgement window) reopened
+    acked_checked: int = 0
+    lost: int = 0
+    workloads: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    stopped_early: list[str] = field(default_factory=list)  # families cut short at MAX_KEPT
+    seconds: float = 0.0
+
+    @property
+    def points(self) -> int:
+        return self.kill_points + self.power_points
+
+    @property
+    def invariant_violations(self) -> int:
+        return sum("invariant" in v.what or "L1_" in v.what for v in self.violations)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["crash_points"] = self.points
+        doc["invariant_violations"] = self.invariant_violations
+        doc["violations"] = [{**asdict(v), "replay": v.replay} for v in self.violations]
+        return doc
+
+    def summary(self) -> str:
+        return (
+            f"crash points tried: {self.points:,} ({self.kill_points:,} SIGKILL, "
+            f"{self.power_points:,} power loss; {self.power_states:,} distinct power-loss states "
+            f"reopened)\nacknowledged operations checked: {self.acked_checked:,}\n"
+            f"acknowledged operations lost: {self.lost}\n"
+            f"invariant violations: {self.invariant_violations}\n"
+            f"violations: {len(self.violations)}"
+            + (
+                f" (stopped after {MAX_KEPT} in: {', '.join(self.stopped_early)})"
+                if self.stopped_early
+                else ""
+            )
+            + f"\nworkloads: {len(self.workloads)}; "
+            f"time: {self.seconds:.1f} s"
+        )

@@ -1,0 +1,261 @@
+"""The catalogue of planted bugs (mutants) of ``impl/``, as data: each names the file, the exact
+text it replaces and what it breaks; ``gate`` applies them to a copy of the sources.
+
+A catalogue entry whose text no longer occurs exactly once in its file is an error, not a silent
+pass (``gate.StaleMutant``): the catalogue must follow the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One planted bug: in ``path``, each ``(old, new)`` of ``patches``; it breaks ``breaks``."""
+
+    name: str
+    path: str
+    patches: tuple[tuple[str, str], ...]
+    breaks: str
+    f314_defect: int | None = None
+
+
+J, C, M, R = "impl/journal.py", "impl/coordinator.py", "impl/master.py", "impl/rules.py"
+
+#: The catalogue. F314's four defects first; each entry names what it breaks.
+CATALOGUE: tuple[Mutant, ...] = (
+    Mutant(
+        "f314-1-duplicate-owner",
+        J,
+        (
+            (
+                "if work_id in self._completed or work_id in self._leases:\n            return False",
+                "if work_id in self._completed:\n            return False",
+            ),
+        ),
+        "L1/L3: a second worker's lease of active work is granted and overwrites the owner",
+        f314_defect=1,
+    ),
+    Mutant(
+        "f314-2-state-lease-overwrite",
+        C,
+        (
+            (
+                "        if self._active(task_id) is not None:\n            return False\n",
+                "",
+            ),
+        ),
+        "L1: a second worker takes an active state task",
+        f314_defect=2,
+    ),
+    Mutant(
+        "f314-3-monotonic-time-persisted",
+        J,
+        (
+            (
+                "now = self._now()\n        attempt = self._attempts.get(work_id, 0) + 1",
+                "now = time.monotonic()\n        attempt = self._attempts.get(work_id, 0) + 1",
+            ),
+            (
+                '            "clock": UNIX,\n            "attempt": attempt,\n',
+                '            "attempt": attempt,\n',
+            ),
+            (
+                "self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)",
+                "self._leases[work_id] = LeaseRecord(worker, now, None, generation)",
+            ),
+        ),
+        "L4: leases stamped with monotonic time and no clock tag",
+        f314_defect=3,
+    ),
+    Mutant(
+        "f314-4-reported-id-wins",
+        R,
+        (
+            (
+                "return active if active is not None else reported",
+                "return reported if reported is not None else active",
+            ),
+        ),
+        "L7: the worker-reported state ID overrides the master's stored one",
+        f314_defect=4,
+    ),
+    Mutant(
+        "journal-complete-unfenced",
+        J,
+        (
+            (
+                "if worker is not None and (held is None or not _owns(held, worker, generation)):\n            return False",
+                "if False:\n            return False",
+            ),
+        ),
+        "L2: a late completion by a former owner completes the current owner's lease",
+    ),
+    Mutant(
+        "rollback-deletes-other-owner",
+        J,
+        (
+            (
+                "if held is None or (worker is not None and not _owns(held, worker, generation)):",
+                "if held is None:",
+            ),
+        ),
+        "L2: abandon by another worker deletes the current owner's record",
+    ),
+    Mutant(
+        "state-release-unfenced",
+        C,
+        (
+            (
+                "if lease is None or (lease.owner, lease.generation) != (worker, generation):",
+                "if lease is None:",
+            ),
+        ),
+        "L2: complete/abandon/discard of a state task by a worker that does not own it",
+    ),
+    Mutant(
+        "compaction-relabels-clock",
+        J,
+        (
+            (
+                'if held.clock is not None:\n                    body["clock"] = held.clock',
+                'body["clock"] = UNIX',
+            ),
+        ),
+        "L5: compaction relabels a legacy monotonic value as Unix time",
+    ),
+    Mutant(
+        "recovery-ignores-legacy",
+        R,
+        (("    if clock != UNIX:\n        return True\n", ""),),
+        "L5: a legacy record is reclaimed only by the Unix rule, so a future one stays stuck",
+    ),
+    Mutant(
+        "no-future-dated-rule",
+        R,
+        (("    if updated - now > ttl:\n        return True\n", ""),),
+        "NoStuckLease: a lease dated in the future after a rollback is never reclaimed",
+    ),
+    Mutant(
+        "reject-dispatch-wrong-order",
+        M,
+        (("undone = tuple(reversed(taken))", "undone = tuple(taken)"),),
+        "F313: RejectDispatch undoes the steps taken in reverse order",
+    ),
+    Mutant(
+        "reject-dispatch-forgets-work-lease",
+        M,
+        (
+            (
+                '            if step == "lease_work":\n                self.journal.abandon(item.work_id, worker=rank, **_kw(generation))',
+                '            if step == "lease_work":\n                pass',
+            ),
+        ),
+        "L3/L1: a rejected dispatch leaves its work lease held",
+    ),
+    Mutant(
+        "completion-without-source-rank",
+        M,
+        (
+            (
+                "work_ok = self.journal.complete(work_id, worker=rank, **_kw(gen))",
+                "work_ok = self.journal.complete(work_id, **_kw(gen))",
+            ),
+        ),
+        "L2: completion is not fenced by the MPI source rank",
+    ),
+    Mutant(
+        "stale-result-accepted",
+        M,
+        (("disp is None and len(mine) >= self.pipeline", "False"),),
+        "L7/L2: a result for another work than the rank's dispatch is settled, not refused",
+    ),
+    Mutant(
+        "snapshot-keeps-ownership",
+        C,
+        (
+            (
+                "owner=x.owner, updated=0.0, epoch=x.epoch, generation=x.generation",
+                "owner=x.owner, updated=x.updated, epoch=loaded.epoch + 1, generation=x.generation",
+            ),
+        ),
+        "L6: after a restart old ranks keep ownership of state tasks",
+    ),
+    Mutant(
+        "torn-tail-read-as-corruption",
+        J,
+        (
+            (
+                "    scan.good_end = scan.bad[0].offset if scan.bad else len(data)",
+                "    scan.corrupt = bool(scan.bad)\n    scan.good_end = scan.bad[0].offset if scan.bad else len(data)",
+            ),
+        ),
+        "durability: a crash mid-append makes the journal unopenable",
+    ),
+    Mutant(
+        "corruption-read-as-torn-tail",
+        J,
+        (
+            (
+                "            if scan.bad:\n                scan.corrupt = True",
+                "            if scan.bad:\n                scan.corrupt = False",
+            ),
+        ),
+        "durability: a corrupt middle record silently drops every record after it",
+    ),
+    Mutant(
+        "ack-before-fsync",
+        J,
+        (
+            (
+                "            _write_all(self._fd, data)\n            os.fsync(self._fd)",
+                "            _write_all(self._fd, data)",
+            ),
+        ),
+        "durability: a call is acknowledged before its record is fsynced",
+    ),
+    # Issue 12: pipelined dispatch is safe only with the whole owner token (rank, generation).
+    Mutant(
+        "journal-fence-ignores-generation",
+        J,
+        (
+            (
+                "return held.owner == worker and held.generation == generation",
+                "return held.owner == worker",
+            ),
+        ),
+        "L2 at depth 2: a result of an older generation completes the rank's newer work lease",
+    ),
+    Mutant(
+        "state-fence-ignores-generation",
+        C,
+        (
+            (
+                "if lease is None or (lease.owner, lease.generation) != (worker, generation):",
+                "if lease is None or lease.owner != worker:",
+            ),
+        ),
+        "L2 at depth 2: a forgotten dispatch's result commits the state task of a newer one",
+    ),
+    Mutant(
+        "result-found-by-work-id",
+        M,
+        (("        if presented is not None:", "        if False:"),),
+        "L2 at depth 2: a late result is matched to the rank's newer dispatch of the same work",
+    ),
+    Mutant(
+        "generation-without-epoch",
+        M,
+        (
+            (
+                "return (self._epoch(), self._generations[rank])",
+                "return (1, self._generations[rank])",
+            ),
+        ),
+        "L2 at depth 2: after a restart a token repeats, so a result from before it matches",
+    ),
+)
+
+#: The F314 defects, which ``make test`` gates on (tests/quality).
+F314_MUTANTS = tuple(m for m in CATALOGUE if m.f314_defect is not None)

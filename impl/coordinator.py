@@ -20,6 +20,9 @@ Statistics (per task, and summed by ``totals()``)
     * ``failures``: +1 on each accepted ``abandon``.
     * ``reward``: + ``reward`` on each accepted ``complete``.
     * ``cost``: + ``cost`` on each accepted ``complete`` and each accepted ``abandon``.
+    One booking's ``reward`` or ``cost`` must be finite with ``|amount| <= MAX_AMOUNT`` (1e12;
+    else ``InvalidArgument``, nothing changed), so no sum of bookings reaches infinity (it would
+    take 1e296 of them) and a snapshot never holds one (JSON has no infinity: a save would fail).
     Nothing else moves them: not ``lease``, not ``discard`` (the work was withdrawn, not tried),
     not ``recover_expired``, not a refused call, not a restart. They survive restarts (L6) and
     accumulate over all the leases a task ever had. A task is *known* from its first granted
@@ -60,9 +63,11 @@ wrong, and is left exactly as it was (no coordinator object exists to overwrite 
 
 Autosave (default on): with a snapshot path, the constructor saves once (so the new epoch is
 durable) and every *successful* mutation saves before it returns; refusals never write. With
-``autosave=False`` only explicit ``save()`` calls write. If a save fails (an ``OSError``: a
-failed write, fsync or replace), ``CoordinatorError`` is raised and this object refuses every
-further mutation and save, as the journal does: an fsync error is fatal, not retried.
+``autosave=False`` only explicit ``save()`` calls write. A mutation whose save fails is undone
+in memory before the error propagates, so memory never differs from the last snapshot written.
+If a save fails with an ``OSError`` (a failed write, fsync or replace), ``CoordinatorError`` is
+raised and this object refuses every further mutation and save, as the journal does: an fsync
+error is fatal, not retried.
 
 Not thread-safe and not locked against a second process using the same snapshot path: the
 master owns one coordinator.
@@ -70,12 +75,13 @@ master owns one coordinator.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -89,6 +95,9 @@ from leasefence.impl.wire import Generation, valid_generation
 
 #: The snapshot schema this module writes and reads.
 SCHEMA: Final = 1
+
+#: The largest reward or cost one booking may carry, in absolute value (module doc).
+MAX_AMOUNT: Final = 1e12
 
 #: The six fields that identify a state task, in signature order.
 TASK_FIELDS: Final = ("input", "focus", "target", "action", "schedule", "continuation")
@@ -197,9 +206,11 @@ def _check_amount(name: str, value: object) -> float:
             amount = float(value)
         except OverflowError:
             amount = math.inf
-        if math.isfinite(amount):
+        if math.isfinite(amount) and abs(amount) <= MAX_AMOUNT:
             return amount
-    raise InvalidArgument(f"{name} must be a finite number, got {value!r:.80}")
+    raise InvalidArgument(
+        f"{name} must be a finite number in -{MAX_AMOUNT:g}..{MAX_AMOUNT:g}, got {value!r:.80}"
+    )
 
 
 class StateShardCoordinator:
@@ -306,11 +317,11 @@ class StateShardCoordinator:
         if self._active(task_id) is not None:
             return False
         now = self._now()
-        self._leases[task_id] = StateLease(
-            owner=worker, updated=now, epoch=self._epoch, generation=generation
-        )
-        self._stats.setdefault(task_id, Stats())
-        self._persist()
+        with self._change():
+            self._leases[task_id] = StateLease(
+                owner=worker, updated=now, epoch=self._epoch, generation=generation
+            )
+            self._stats.setdefault(task_id, Stats())
         return True
 
     def complete(
@@ -372,10 +383,10 @@ class StateShardCoordinator:
             for t, x in self._leases.items()
             if x.epoch != self._epoch or reclaimable(x.updated, UNIX, now, ttl)
         )
-        for t in gone:
-            del self._leases[t]
         if gone:
-            self._persist()
+            with self._change():
+                for t in gone:
+                    del self._leases[t]
         return gone
 
     def save(self) -> None:
@@ -411,10 +422,10 @@ class StateShardCoordinator:
         lease = self._active(task_id)
         if lease is None or (lease.owner, lease.generation) != (worker, generation):
             return False
-        del self._leases[task_id]
-        if delta is not None:
-            self._stats[task_id] = self._stats.get(task_id, Stats()).plus(delta)
-        self._persist()
+        with self._change():
+            del self._leases[task_id]
+            if delta is not None:
+                self._stats[task_id] = self._stats.get(task_id, Stats()).plus(delta)
         return True
 
     def _now(self) -> float:
@@ -430,6 +441,21 @@ class StateShardCoordinator:
     def _persist(self) -> None:
         if self._autosave and self._path is not None:
             self.save()
+
+    @contextlib.contextmanager
+    def _change(self) -> Iterator[None]:
+        """One mutation: made in memory, then saved (autosave); if anything fails on the way,
+        memory is put back as it was (the views stay the same objects), and the error raised."""
+        leases, stats = dict(self._leases), dict(self._stats)
+        try:
+            yield
+            self._persist()
+        except BaseException:
+            self._leases.clear()
+            self._leases.update(leases)
+            self._stats.clear()
+            self._stats.update(stats)
+            raise
 
     def _encode(self) -> bytes:
         doc = {

@@ -237,6 +237,7 @@ class Counters:
     reclaimed_work: int = 0
     reclaimed_states: int = 0
     given_up: int = 0
+    invalid_results: int = 0
     solver_cpu_s: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
@@ -272,6 +273,7 @@ class Master:
         reservations: Reservations | None = None,
         trace: TraceWriter | None = None,
         max_failures: int = 3,
+        max_invalid: int = 3,
         pipeline: int = 1,
         fence: str | None = None,
         candidates: CandidatePolicy = pending_only,
@@ -291,11 +293,14 @@ class Master:
         self.reservations = reservations or Reservations()
         self.trace = trace
         self.max_failures = max_failures
+        self.max_invalid = max_invalid
         self.candidates = candidates
         self._slots: dict[Rank, list[ActiveDispatch]] = {}
         self._generations: Counter[Rank] = Counter()
         self.counters = Counters()
         self.failures: Counter[WorkId] = Counter()
+        self.invalid: Counter[WorkId] = Counter()
+        self._answered_invalidly: set[tuple[Rank, ActiveDispatch]] = set()
         self._seen_completed: set[str] = set(journal.completed)
         self._dirty = True
         self._reopen: Callable[[], Master] | None = None
@@ -354,6 +359,7 @@ class Master:
         trace: TraceWriter | None = None,
         reservation_limits: Mapping[str, int | None] | None = None,
         max_failures: int = 3,
+        max_invalid: int = 3,
         pipeline: int = 1,
         fence: str | None = None,
         candidates: CandidatePolicy = pending_only,
@@ -380,22 +386,25 @@ class Master:
         journal = WorkLeaseJournal(journal_path, clock=step)
         try:
             coordinator = StateShardCoordinator(snapshot_path, clock=step)
+            master = cls(
+                journal,
+                coordinator,
+                catalogue,
+                ttl=ttl,
+                clock=step,
+                reservations=Reservations(reservation_limits),
+                trace=trace,
+                max_failures=max_failures,
+                max_invalid=max_invalid,
+                pipeline=pipeline,
+                fence=fence,
+                candidates=candidates,
+            )
+            if restarting:
+                master.recover_after_restart()
         except BaseException:
             journal.close()
             raise
-        master = cls(
-            journal,
-            coordinator,
-            catalogue,
-            ttl=ttl,
-            clock=step,
-            reservations=Reservations(reservation_limits),
-            trace=trace,
-            max_failures=max_failures,
-            pipeline=pipeline,
-            fence=fence,
-            candidates=candidates,
-        )
         master._reopen = lambda: cls.open(
             journal_path,
             snapshot_path,
@@ -405,12 +414,11 @@ class Master:
             trace=trace,
             reservation_limits=reservation_limits,
             max_failures=max_failures,
+            max_invalid=max_invalid,
             pipeline=pipeline,
             fence=fence,
             candidates=candidates,
         )
-        if restarting:
-            master.recover_after_restart()
         return master
 
     def recover_after_restart(self) -> None:
@@ -472,7 +480,7 @@ class Master:
     def restart_in_job(self) -> Master:
         """RestartMaster inside a running job: ``restart_master()``, then the run's counters
         (summed: the new master's own start with what its recovery reclaimed) and the failures
-        per work ID (toward ``max_failures``) carried to the new master. Its memory of dispatches
+        per work ID (toward ``max_failures`` and ``max_invalid``) carried to the new master. Its memory of dispatches
         is not carried: that is the restart. ``duplicate_completions`` stays exact: the new
         master counts against every completion in the journal."""
         new = self.restart_master()
@@ -480,6 +488,7 @@ class Master:
             total = getattr(self.counters, f.name) + getattr(new.counters, f.name)
             setattr(new.counters, f.name, total)
         new.failures = self.failures.copy()  # the run's count toward max_failures (given up)
+        new.invalid = self.invalid.copy()  # and toward max_invalid
         return new
 
     def close(self) -> None:
@@ -671,7 +680,10 @@ class Master:
             if work_ok:
                 self.counters.failed += 1
                 self.failures[work_id] += 1
-                if self.failures[work_id] >= self.max_failures:
+                if (
+                    self.failures[work_id] == self.max_failures
+                    and self.invalid[work_id] < self.max_invalid
+                ):
                     self.counters.given_up += 1
                     log.error("work %s failed %d times; given up", work_id, self.failures[work_id])
                 if task is not None:
@@ -705,8 +717,13 @@ class Master:
         except UnknownTask:
             return False  # a task the coordinator never leased: nobody owns it
 
-    def _end(self, rank: Rank, disp: ActiveDispatch) -> None:
-        """End one active dispatch of the rank and release its reservations (last taken first)."""
+    def _end(self, rank: Rank, disp: ActiveDispatch, expired: bool = False) -> None:
+        """End one active dispatch of the rank and release its reservations (last taken first).
+        One that ``expired`` after an invalid answer charges its item (``count_malformed``)."""
+        if (rank, disp) in self._answered_invalidly:
+            self._answered_invalidly.discard((rank, disp))
+            if expired:
+                self._charge_invalid(disp.work_id)
         slots = self._slots[rank]
         slots.remove(disp)
         if not slots:
@@ -715,10 +732,29 @@ class Master:
             self.reservations.release(kind, key)
         self._dirty = True
 
-    def count_malformed(self, rank: int, error: Exception) -> None:
-        """A message that failed ``wire.decode``: logged, counted and dropped."""
+    def count_malformed(self, rank: int, error: Exception, claimed: WorkId | None = None) -> None:
+        """A message that failed ``wire.decode``: logged, counted and dropped. It marks as
+        answered invalidly the active dispatch of ``rank`` whose work ID it ``claimed``
+        (``wire.claimed_work_id``), or, when it names none of them, every active dispatch of
+        ``rank``. A marked dispatch that then ends by expiry, without a valid result, charges its
+        item one invalid result (``_end``); an item charged ``max_invalid`` times is given up
+        (counted, logged, never dispatched again), so a worker that always answers invalidly
+        cannot keep an item in the run for ever."""
         self.counters.malformed_messages += 1
         log.warning("dropped a malformed message from rank %d: %s", rank, error)
+        mine = self._slots.get(Rank(rank), [])
+        named = [d for d in mine if d.work_id == claimed]
+        for disp in named or mine:
+            self._answered_invalidly.add((Rank(rank), disp))
+
+    def _charge_invalid(self, work_id: WorkId) -> None:
+        self.counters.invalid_results += 1
+        self.invalid[work_id] += 1
+        if self.invalid[work_id] == self.max_invalid and self.failures[work_id] < self.max_failures:
+            self.counters.given_up += 1
+            log.error(
+                "work %s was answered only invalidly %d times; given up", work_id, self.max_invalid
+            )
 
     # -- ReclaimExpired --------------------------------------------------------------------
 
@@ -735,7 +771,7 @@ class Master:
                     log.warning(
                         "rank %d: lease of work %s expired; reclaimed", rank, disp.work_id[:12]
                     )
-                    self._end(rank, disp)
+                    self._end(rank, disp, expired=True)
             self.counters.reclaimed_work += len(works)
             self.counters.reclaimed_states += len(tasks)
             if works or tasks:
@@ -746,10 +782,18 @@ class Master:
 
     # -- scheduling ------------------------------------------------------------------------
 
+    def given_up(self, work_id: WorkId) -> bool:
+        """Whether ``work_id`` was given up: failed ``max_failures`` times, or answered
+        invalidly ``max_invalid`` times (``count_malformed``). A harness decision the model does
+        not make (``tla/README.md``, Known divergences)."""
+        return (
+            self.failures[work_id] >= self.max_failures or self.invalid[work_id] >= self.max_invalid
+        )
+
     def unfinished(self) -> list[WorkId]:
         """Catalogue work neither completed in the journal nor given up, in catalogue order."""
         done = self.journal.completed
-        return [w for w in self.catalogue if w not in done and self.failures[w] < self.max_failures]
+        return [w for w in self.catalogue if w not in done and not self.given_up(w)]
 
     @property
     def finished(self) -> bool:

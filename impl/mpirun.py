@@ -1,4 +1,20 @@
-"""One ``leasefence run`` job: every rank calls ``run``; rank 0 becomes the master, the rest workers."""
+"""One ``leasefence run`` job: every rank calls ``run``; rank 0 becomes the master, the rest workers.
+
+Exit status (the same on every rank: the master's STOP carries it to the workers)::
+
+    0  every work item completed exactly once
+    1  the run ended, but not every item completed exactly once: some were given up (failed
+       ``max_failures`` times, or answered invalidly ``--max-invalid`` times), or a duplicate
+       completion was counted
+    2  bad usage (fewer than 2 MPI processes; argparse's own errors)
+    3  a file could not be used: a missing or unwritable directory, a permission refused, a full
+       disk, a corrupt journal or snapshot (one line on stderr names the file and the cause)
+    4  the journal is locked: another master is running on it
+
+On 3 and 4 the master stops the workers with the STOP sentinel before it exits (no
+``MPI_Abort``, no traceback); nothing was written before the journal's lock was taken. Only an
+unexpected error (a bug) still prints its traceback and aborts the job.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from leasefence.impl.errors import CoordinatorError, JournalError, JournalLocked, SnapshotError
 from leasefence.impl.master import Master, ResultOutcome, default_fence
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import (
@@ -20,12 +37,13 @@ from leasefence.impl.transport import (
     Reply,
     master_dispatch,
     respond,
+    stop_workers,
     worker_execute,
 )
 from leasefence.impl.wire import Rank, Result, Work, WorkId
 from leasefence.impl.workload import WORKERS, WorkItem, generate, reached
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FILES, EXIT_LOCKED = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,8 @@ class RunConfig:
     # "rank" at depth 1, "generation" beyond).
     pipeline: int = 1
     fence: str | None = None
+    # Invalid answers (messages the wire refuses) charged to one item before it is given up.
+    max_invalid: int = 3
 
 
 class RunHooks(DispatchHooks):
@@ -177,28 +197,71 @@ def run(
     try:
         if comm.Get_rank() == 0:
             return _master(comm, config, hooks, out, err)
-        worker_execute(comm, WORKERS[config.worker], respond=hooks.respond)
-        return EXIT_OK
+        return worker_execute(comm, WORKERS[config.worker], respond=hooks.respond)
     except Exception:
         traceback.print_exc(file=err)
         err.flush()
         comm.Abort(EXIT_FAILED)  # never leave the other ranks waiting (does not return)
 
 
+def expected_failure(exc: BaseException) -> tuple[int, str] | None:
+    """The exit status and one-line message of a failure ``run`` expects (a file it cannot use,
+    a journal locked by another master), or None for anything else (a bug: traceback)."""
+    if isinstance(exc, JournalLocked):
+        return EXIT_LOCKED, f"{exc}: is another master running on it?"
+    if isinstance(exc, JournalError | SnapshotError):
+        return EXIT_FILES, str(exc)
+    if isinstance(exc, CoordinatorError) and isinstance(exc.__cause__, OSError):
+        return EXIT_FILES, str(exc)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return EXIT_FILES, f"{where}{exc.strerror or exc}"
+    return None
+
+
+def make_parents(*paths: Path | None) -> None:
+    """Create the missing parent directories of ``paths`` (0700; an ``OSError`` names the one
+    that could not be made)."""
+    for path in paths:
+        if path is not None:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 def _master(comm: Any, config: RunConfig, hooks: RunHooks, out: TextIO, err: TextIO) -> int:
-    """Rank 0: open the master, run the loop to the end, report; the exit status."""
+    """Rank 0: run the master; on an expected failure, say it in one line, stop the workers
+    and return its exit status (module doc)."""
     logging.basicConfig(
         level=logging.WARNING, stream=err, format="leasefence %(levelname)s: %(message)s"
     )
+    transport = MpiTransport(comm)
+    try:
+        return _serve(transport, config, hooks, out, err)
+    except Exception as exc:
+        failure = expected_failure(exc)
+        if failure is None:
+            raise
+        status, message = failure
+        print(f"leasefence run: {message}", file=err, flush=True)
+        if not stop_workers(transport, status):
+            print("leasefence run: a worker did not stop in time; aborting", file=err, flush=True)
+            comm.Abort(status)
+        return status
+
+
+def _serve(
+    transport: MpiTransport, config: RunConfig, hooks: RunHooks, out: TextIO, err: TextIO
+) -> int:
+    """Open the master, run the loop to the end, report; the exit status."""
     hooks.on_start()
     start = time.monotonic()
     catalogue = generate(config.work, config.seed)
-    transport = MpiTransport(comm)
     trace: TraceWriter | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="leasefence-run-") as tmp:
             journal = config.journal or Path(tmp) / ".work_leases.jsonl"
             snapshot = config.snapshot or journal.with_name(journal.name + ".snapshot.json")
+            make_parents(journal, snapshot, config.trace)
+            # Touches no file before its first event, which comes after the journal's lock.
             trace = _trace_writer(config, catalogue, transport.worker_ranks)
             restarting = journal.exists() and journal.stat().st_size > 0
             master = Master.open(
@@ -208,6 +271,7 @@ def _master(comm: Any, config: RunConfig, hooks: RunHooks, out: TextIO, err: Tex
                 ttl=config.ttl,
                 trace=trace,
                 clock=hooks.clock,
+                max_invalid=config.max_invalid,
                 pipeline=config.pipeline,
                 fence=config.fence,
                 candidates=hooks.candidates,
@@ -238,6 +302,14 @@ def _master(comm: Any, config: RunConfig, hooks: RunHooks, out: TextIO, err: Tex
         and summary["completed_in_journal"] == len(catalogue)
         and c.given_up == 0
     )
+    if c.given_up:
+        gone = [w[:12] for w in master.catalogue if master.given_up(w)]
+        print(
+            f"leasefence run: {c.given_up} item(s) given up ({', '.join(gone[:5])}"
+            f"{', ...' if len(gone) > 5 else ''}): exit {EXIT_FAILED}",
+            file=err,
+            flush=True,
+        )
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -286,7 +358,11 @@ def _report(
         ("stale results", f"{c.stale_results}"),
         ("ID mismatches", f"{c.id_mismatches}"),
         ("results without dispatch", f"{c.results_without_dispatch}"),
-        ("malformed messages", f"{c.malformed_messages}"),
+        (
+            "malformed messages",
+            f"{c.malformed_messages} ({c.invalid_results} dispatches expired after only "
+            "invalid answers)",
+        ),
         ("failed / given up", f"{c.failed} / {c.given_up}"),
         ("reclaimed leases", f"{c.reclaimed_work} work, {c.reclaimed_states} state"),
         ("solver CPU", f"{c.solver_cpu_s:.2f} s"),

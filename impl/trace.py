@@ -40,7 +40,12 @@ TRACE_VERSION = 2
 
 class TraceWriter:
     """Appends trace events to ``path``; a torn last line left by a killed master is cut off
-    first, so every line in the file stays whole."""
+    first, so every line in the file stays whole.
+
+    Nothing touches the file before the first event: the run takes the journal's lock first, so
+    a master refused by it never writes into the trace of the master that holds it. The file is
+    created 0600. A failed write raises ``OSError`` naming the trace's path.
+    """
 
     def __init__(
         self,
@@ -53,21 +58,32 @@ class TraceWriter:
         fence: str = "rank",
     ) -> None:
         self.path = Path(path)
-        _cut_torn_tail(self.path)
-        self._fh: IO[str] = self.path.open("a", encoding="utf-8")
-        self._write(
-            {
-                "event": "Header",
-                "version": TRACE_VERSION,
-                "ttl": ttl,
-                "ranks": sorted(ranks),
-                "task_of": dict(task_of),
-                "pipeline": pipeline,
-                "fence": fence,
-            }
-        )
+        self._fh: IO[str] | None = None
+        self._header = {
+            "event": "Header",
+            "version": TRACE_VERSION,
+            "ttl": ttl,
+            "ranks": sorted(ranks),
+            "task_of": dict(task_of),
+            "pipeline": pipeline,
+            "fence": fence,
+        }
 
     def _write(self, event: Mapping[str, Any]) -> None:
+        try:
+            if self._fh is None:
+                _cut_torn_tail(self.path)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                self._fh = os.fdopen(fd, "a", encoding="utf-8")
+                self._put(self._header)
+            self._put(event)
+        except OSError as exc:
+            if exc.filename is not None:
+                raise
+            raise OSError(exc.errno, f"writing the trace: {exc.strerror}", str(self.path)) from exc
+
+    def _put(self, event: Mapping[str, Any]) -> None:
+        assert self._fh is not None
         self._fh.write(json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n")
         self._fh.flush()
 
@@ -139,7 +155,8 @@ class TraceWriter:
         self._write(event)
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
 
     def __enter__(self) -> TraceWriter:
         return self

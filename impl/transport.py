@@ -38,6 +38,7 @@ from leasefence.impl.wire import (
     Stop,
     Tag,
     Work,
+    claimed_work_id,
     decode,
     encode,
 )
@@ -285,7 +286,7 @@ def deliver(
         if isinstance(msg, Bye):
             raise ProtocolError("BYE before STOP")
     except ProtocolError as exc:
-        master.count_malformed(env.source, exc)
+        master.count_malformed(env.source, exc, claimed_work_id(env.data))
         return None
     assert isinstance(msg, Result)
     outcome = master.handle_result(Rank(env.source), msg)
@@ -387,10 +388,30 @@ def master_dispatch(
     return master
 
 
+#: How long ``stop_workers`` waits for every worker's BYE (a worker finishes its current item
+#: first) before it gives up.
+STOP_TIMEOUT = 120.0
+
+
+def stop_workers(transport: Transport, status: int, timeout: float = STOP_TIMEOUT) -> bool:
+    """Stop every worker when the master cannot go on: STOP (carrying the exit ``status``) to
+    each, then drop every message until each has said BYE. False if one has not within
+    ``timeout`` seconds (the caller aborts the job)."""
+    for rank in transport.worker_ranks:
+        transport.send(rank, Stop(status))
+    waiting = set(transport.worker_ranks)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        env = transport.receive(0.05)
+        if env is not None and env.tag == Tag.BYE:
+            waiting.discard(Rank(env.source))
+    return not waiting
+
+
 def worker_execute(comm: Any, worker_fn: WorkerFn, *, respond: Respond = respond) -> int:
     """The worker loop (ranks 1..N-1): take WORK from rank 0, run it, send the replies
-    ``respond`` makes of its result; on STOP send any held replies, then BYE, and return the
-    number of RESULT messages sent.
+    ``respond`` makes of its result; on STOP send any held replies, then BYE (with the number of
+    RESULT messages sent), and return the exit status the STOP carried.
 
     A reply with a ``hold`` is held that many seconds while the worker keeps taking work.
     """
@@ -422,7 +443,7 @@ def worker_execute(comm: Any, worker_fn: WorkerFn, *, respond: Respond = respond
             for _, reply in held:
                 send(reply)
             mpi_send(comm, 0, *encode(Bye(sent)))
-            return sent
+            return msg.status
         assert isinstance(msg, Work)
         attempt = attempts[msg.work_id]
         attempts[msg.work_id] += 1

@@ -19,13 +19,30 @@ a rank, across master restarts included (the epoch is the coordinator's). A work
 its RESULT; a RESULT without one (old protocol) is settled by the master's stored view alone.
 
 ``decode`` validates everything (size, UTF-8, JSON, version, type, field names and types, the
-ID formats) and returns a typed frozen message, or raises ``ProtocolError`` naming what is wrong.
+ID formats, the ranges below) and returns a typed frozen message, or raises ``ProtocolError``
+naming what is wrong.
+
+Ranges (issue 17): a worker is not trusted, so every number a message carries is finite and
+bounded, and the master never computes with anything larger::
+
+    field                      accepted
+    cpu_s (RESULT)             a finite number, 0 <= cpu_s <= MAX_CPU_S (1e12 s)
+    generation parts           whole numbers, 0 <= part <= MAX_GENERATION_PART (2**63 - 1)
+    results (BYE)              a whole number, 0 <= results <= MAX_COUNT (2**63 - 1)
+    status (STOP)              a whole number, 0 <= status <= 255 (the exit status of the job)
+    numbers in payload/output  finite (a literal that overflows to infinity is refused), integers
+                               under Python's 4,300-digit limit; the master only stores them
+    state_task_id              1 to 256 printable ASCII characters (no space); empty is refused
+    work_id                    64 lowercase hex characters
+
+A RESULT's ``cpu_s`` is added to the state task's cost (``coordinator.Stats``): with it at most
+``MAX_CPU_S`` per result, no statistic can reach infinity. Ranks and attempts are not on the
+wire (the rank is MPI's message source; attempts are counted by the receiver).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +68,12 @@ Rank = NewType("Rank", int)
 Generation = tuple[int, int]
 #: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
 MAX_GENERATION_PART = 2**63 - 1
+#: The largest ``cpu_s`` a RESULT may report (seconds; about 31,700 years of CPU for one item).
+MAX_CPU_S = 1e12
+#: The largest count a message may carry (BYE ``results``).
+MAX_COUNT = 2**63 - 1
+#: The largest exit status a STOP may carry.
+MAX_STATUS = 255
 
 _WORK_ID = re.compile(r"[0-9a-f]{64}")
 # State task IDs come from ``coordinator.state_task_id`` (hex today); accept any short printable
@@ -93,7 +116,10 @@ class Result:
 
 @dataclass(frozen=True)
 class Stop:
-    """STOP: the sentinel. The worker answers BYE and leaves its loop."""
+    """STOP: the sentinel. The worker answers BYE and leaves its loop, and its process exits
+    with ``status`` (0 unless the master stops the job on an error; sent only when not 0)."""
+
+    status: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,11 +149,26 @@ def valid_generation(value: object) -> bool:
     return (
         isinstance(value, tuple | list)
         and len(value) == 2
-        and all(
-            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_GENERATION_PART
-            for x in value
-        )
+        and all(_whole(x, MAX_GENERATION_PART) for x in value)
     )
+
+
+def _whole(value: object, maximum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
+
+
+def claimed_work_id(data: bytes | bytearray | memoryview) -> WorkId | None:
+    """The work ID a message that ``decode`` refused claims to be about, if one can be read
+    from it (a JSON object under the size limit with a valid ``work_id``); else None. Used only
+    to charge an invalid answer to the right dispatch, never to accept anything."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        return None
+    try:
+        doc = json.loads(bytes(data).decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    work_id = doc.get("work_id") if isinstance(doc, dict) else None
+    return WorkId(work_id) if isinstance(work_id, str) and valid_work_id(work_id) else None
 
 
 def tag_of(msg: Message) -> Tag:
@@ -159,7 +200,7 @@ def _body(msg: Message) -> dict[str, Any]:
         return body
     if isinstance(msg, Bye):
         return {"results": msg.results}
-    return {}
+    return {"status": msg.status} if msg.status else {}
 
 
 def encode(msg: Message) -> tuple[Tag, bytes]:
@@ -185,7 +226,7 @@ _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"work_id", "ok", "cpu_s", "output"}),
         frozenset({"state_task_id", "generation"}),
     ),
-    Tag.STOP: (frozenset(), frozenset()),
+    Tag.STOP: (frozenset(), frozenset({"status"})),
     Tag.BYE: (frozenset({"results"}), frozenset()),
 }
 
@@ -237,11 +278,16 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     if unknown := sorted(present - required - optional):
         raise ProtocolError(f"{kind.name} message has unknown field(s) {', '.join(unknown)}")
     if kind is Tag.STOP:
-        return Stop()
+        status = doc.get("status", 0)
+        if not _whole(status, MAX_STATUS):
+            raise ProtocolError(f"STOP status must be a whole number in 0..255, got {status!r:.40}")
+        return Stop(status)
     if kind is Tag.BYE:
         results = doc["results"]
-        if not isinstance(results, int) or isinstance(results, bool) or results < 0:
-            raise ProtocolError(f"BYE results must be a whole number >= 0, got {results!r}")
+        if not _whole(results, MAX_COUNT):
+            raise ProtocolError(
+                f"BYE results must be a whole number in 0..2**63-1, got {results!r:.40}"
+            )
         return Bye(results)
     work_id = doc["work_id"]
     if not valid_work_id(work_id):
@@ -268,13 +314,10 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     ok, cpu, output = doc["ok"], doc["cpu_s"], doc["output"]
     if not isinstance(ok, bool):
         raise ProtocolError(f"RESULT ok must be true or false, got {ok!r:.40}")
-    if (
-        not isinstance(cpu, int | float)
-        or isinstance(cpu, bool)
-        or not math.isfinite(float(cpu) if abs(cpu) < 2**1023 else math.inf)
-        or cpu < 0
-    ):
-        raise ProtocolError(f"RESULT cpu_s must be a finite number >= 0, got {cpu!r:.40}")
+    if not isinstance(cpu, int | float) or isinstance(cpu, bool) or not 0 <= cpu <= MAX_CPU_S:
+        raise ProtocolError(
+            f"RESULT cpu_s must be a finite number in 0..{MAX_CPU_S:g} (seconds), got {cpu!r:.40}"
+        )
     if not isinstance(output, dict):
         raise ProtocolError(f"RESULT output must be an object, got {type(output).__name__}")
     return Result(

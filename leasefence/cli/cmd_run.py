@@ -24,9 +24,17 @@ def configure(p: argparse.ArgumentParser) -> None:
         "Dispatch work items from rank 0 (the master) to ranks 1..N-1 (workers) under "
         "leases in a work journal and a state-shard coordinator, as F314 specifies. Start "
         "it with `mpiexec -n N leasefence run ...`, N >= 2. Prints progress on stderr and, "
-        "at the end, the counts; exits 0 when every item completed exactly once, 1 "
-        "otherwise, 2 on bad usage. Rerun with the same --journal and --snapshot after a "
-        "crash to restart the master: unfinished work is dispatched again."
+        "at the end, the counts. Missing parent directories of --journal, --snapshot and "
+        "--trace are created. Rerun with the same --journal and --snapshot after a crash to "
+        "restart the master: unfinished work is dispatched again."
+    )
+    p.epilog = (
+        "exit status (every rank): 0 every item completed exactly once; 1 the run ended but "
+        "not every item did (some given up: failed 3 times or answered invalidly "
+        "--max-invalid times; or a duplicate completion); 2 bad usage; 3 a file could not be "
+        "used (missing or unwritable directory, permission, full disk, corrupt journal or "
+        "snapshot: one line on stderr names the file and the cause); 4 the journal is locked "
+        "by another master. On 3 and 4 the master stops the workers itself (no MPI_Abort)."
     )
     p.add_argument("--work", type=count, default=200, help="work items (default 200)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
@@ -75,6 +83,16 @@ def configure(p: argparse.ArgumentParser) -> None:
         help=(
             "with --inject restart: after every K results handled, the master restarts right "
             "after its next dispatch that fills a rank's last slot (default 10)"
+        ),
+    )
+    p.add_argument(
+        "--max-invalid",
+        type=count,
+        default=3,
+        metavar="N",
+        help=(
+            "give an item up after N invalid answers (messages the wire protocol refuses) "
+            "charged to it, instead of dispatching it for ever (default 3; exit status 1)"
         ),
     )
     p.add_argument(
@@ -157,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
         worker=args.worker,
         pipeline=args.pipeline,
         fence=args.fence,
+        max_invalid=args.max_invalid,
     )
     faults = FaultConfig(
         inject=Injection(

@@ -20,7 +20,7 @@ from leasefence.harness.faults import (
     simulate_reboot,
 )
 from leasefence.impl.master import Master, ResultOutcome
-from leasefence.impl.mpirun import RunConfig, RunHooks
+from leasefence.impl.mpirun import RunConfig, RunHooks, make_parents
 from leasefence.impl.mpirun import run as run_job
 from leasefence.impl.transport import Reply
 from leasefence.impl.wire import Rank, Result, Work, WorkId
@@ -47,7 +47,9 @@ class EventLog:
     sent, result handled and compaction, stamped with the real (uninjected) Unix time."""
 
     def __init__(self, path: Path) -> None:
-        self._fh = path.open("a", encoding="utf-8")
+        make_parents(path)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fh = os.fdopen(fd, "a", encoding="utf-8")
 
     def write(self, kind: str, **fields: Any) -> None:
         fields.update(kind=kind, t=time.time())

@@ -3,7 +3,15 @@ depth 2: results in flight cross the restart and reach the new master, as in the
 counterexample of rank fencing (``leasefence model check --pipeline 2 --fence rank``). Fenced by
 (rank, dispatch generation) every such result is refused where it must be; fenced by the rank
 alone, on the same seed and schedule, one completes a state task leased to its rank's live
-dispatch of another work item, and trace validation names the broken invariant, L2."""
+dispatch of another work item, and trace validation names the broken invariant, L2.
+
+Whether a result crosses a restart at all, and whether one then takes another dispatch's state
+task, depends on how the processes are scheduled: on a loaded machine it may not happen. So
+``make test`` checks here only what must hold on every schedule (safety, under generation
+fencing); that the faults bite, and the damage under rank fencing, are ``slow`` experiments.
+Their deterministic twins, in process with a scripted interleaving, are in ``make test``:
+``tests/unit/test_master.py::test_an_in_job_restart_keeps_the_trace_and_the_runs_counters_and_
+refuses_what_crossed_it`` and ``..._under_rank_fencing_at_depth_two_shows_the_models_l2_break``."""
 
 from __future__ import annotations
 
@@ -68,9 +76,13 @@ class Job:
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Job]:
-    tmp = tmp_path_factory.mktemp("in-job-restart")
-    return {fence: Job(tmp, fence) for fence in ("generation", "rank")}
+def generation_job(tmp_path_factory: pytest.TempPathFactory) -> Job:
+    return Job(tmp_path_factory.mktemp("in-job-restart"), "generation")
+
+
+@pytest.fixture(scope="module")
+def rank_job(tmp_path_factory: pytest.TempPathFactory) -> Job:
+    return Job(tmp_path_factory.mktemp("in-job-restart"), "rank")
 
 
 def journal_figures(journal: Path) -> tuple[Counter[str], int]:
@@ -97,14 +109,13 @@ def restarts_in(trace: Path) -> int:
 
 
 def test_generation_fencing_refuses_every_result_that_crosses_an_in_job_restart(
-    jobs: dict[str, Job],
+    generation_job: Job,
 ) -> None:
-    job = jobs["generation"]
+    job = generation_job
     assert job.proc.returncode == 0, job.out
     assert "pipeline 2 (generation fence)" in job.out
     assert job.figure(r"duplicate completions\s+(\d+)") == (0,)
     (restarts,) = job.figure(r"master restarts\s+(\d+) in the job")
-    assert restarts > 0
     assert restarts_in(job.trace) == restarts  # the new masters traced into the same file
     done, wrong_owner_commits = journal_figures(job.journal)
     assert set(done) == {i.work_id for i in generate(WORK, seed=0)}
@@ -114,28 +125,46 @@ def test_generation_fencing_refuses_every_result_that_crosses_an_in_job_restart(
     assert report.ok, f"line {report.line}: {report.divergence}"
     assert report.counts["RestartMaster"] == restarts
     crossed, refused, taken = job.crossed()
-    assert crossed > 0  # the fault bit: results from before a restart reached the new master
     assert refused == crossed  # each stale, or its state commit refused
     assert taken == 0
     # Read back from the trace: a result presenting a generation of an older epoch than the
     # latest dispatch's crossed a restart, and its state commit was refused every time.
+    assert not any(e["state_ok"] for e in crossing_results(job.trace))
+    h = check_history(read_trace(job.trace), [i.work_id for i in generate(WORK, seed=0)])
+    assert (h.wrong_owner_commits, h.duplicate_completions, h.exactly_once) == (0, 0, True)
+    assert h.restart_crossing_results == h.restart_crossing_refused
+
+
+def crossing_results(trace: Path) -> list[dict[str, object]]:
+    """Results presenting a generation of an older epoch than the latest dispatch's."""
     epoch, old = 0, []
-    for e in read_trace(job.trace):
+    for e in read_trace(trace):
         if e["event"] == "DispatchWork":
             epoch = e["gen"][0]
         elif e["event"] == "DeliverResult" and e["gen"] is not None and e["gen"][0] < epoch:
             old.append(e)
-    assert old
-    assert not any(e["state_ok"] for e in old)
-    h = check_history(read_trace(job.trace), [i.work_id for i in generate(WORK, seed=0)])
-    assert (h.wrong_owner_commits, h.duplicate_completions, h.exactly_once) == (0, 0, True)
-    assert h.restart_crossing_results == h.restart_crossing_refused > 0
+    return old
 
 
-def test_rank_fencing_lets_a_result_that_crosses_an_in_job_restart_take_another_dispatchs_state(
-    jobs: dict[str, Job],
+@pytest.mark.slow
+def test_under_generation_fencing_results_do_cross_the_in_job_restarts(
+    generation_job: Job,
 ) -> None:
-    job = jobs["rank"]
+    # Timing-dependent: that the fault bites on this run (see the module doc).
+    job = generation_job
+    assert job.figure(r"master restarts\s+(\d+) in the job")[0] > 0
+    assert job.crossed()[0] > 0  # results from before a restart reached the new master
+    assert crossing_results(job.trace)
+    h = check_history(read_trace(job.trace), [i.work_id for i in generate(WORK, seed=0)])
+    assert h.restart_crossing_results > 0
+
+
+@pytest.mark.slow
+def test_rank_fencing_lets_a_result_that_crosses_an_in_job_restart_take_another_dispatchs_state(
+    rank_job: Job,
+) -> None:
+    # Timing-dependent (module doc): its deterministic twin runs in make test.
+    job = rank_job
     assert job.proc.returncode == 0, job.out  # every item still completes once: see below
     assert "pipeline 2 (rank fence)" in job.out
     assert job.figure(r"master restarts\s+(\d+) in the job")[0] > 0

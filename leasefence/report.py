@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("crashcheck", "leasefence.harness.crashcheck:layer_crashcheck"),
     ("campaign", "leasefence.harness.campaign:layer_campaign"),
     ("conformance", "leasefence.conformance.layer:layer_conformance"),
+    ("transitions", "leasefence.conformance.transition_layer:layer_transitions"),
     ("crosshair", "leasefence.conformance.contracts:verify_rows"),
     ("planted bugs", "leasefence.harness.mutants:verify_rows"),
 )

@@ -33,9 +33,13 @@ from typing import Any
 from leasefence.conformance import strategies as gen
 from leasefence.conformance.machines import MACHINES, SystemMachine
 from leasefence.conformance.machines.system import bounded
+from leasefence.model.system import Bounds
 
 #: The model checker's work names, as the catalogue's work IDs (same tasks: w1, w2 -> s1).
 WORK_NAMES = {f"w{i}": str(item.work_id) for i, item in enumerate(gen.CATALOGUE, start=1)}
+
+#: The model checker's name of each catalogue work ID (``w1`` for W1 ...).
+MODEL_NAMES = {v: k for k, v in WORK_NAMES.items()}
 
 _FIELDS = {
     "DispatchWork": ("ok", "taken", "refused", "undone"),
@@ -88,8 +92,6 @@ def replay(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if machine is None or not issubclass(machine, SystemMachine):
         raise ValueError(f"a scenario replays on a system machine, not {doc.get('machine')!r}")
     if "bounds" in doc:
-        from leasefence.conformance.transitions import bounds_of
-
         machine = bounded(machine, bounds_of(doc["bounds"]))
     m = machine(start=int(doc.get("start", gen.START)))
     outcomes = []
@@ -111,6 +113,24 @@ def replay(doc: dict[str, Any]) -> list[dict[str, Any]]:
     finally:
         m.teardown()
     return outcomes
+
+
+def bounds_doc(b: Bounds) -> dict[str, Any]:
+    """``b`` as JSON (model work names), for a scenario file."""
+    doc: dict[str, Any] = {
+        k: v for k, v in vars(b).items() if k not in ("task_of", "works", "tasks", "flavour")
+    }
+    doc["ranks"] = list(b.ranks)
+    doc["task_of"] = [[MODEL_NAMES.get(w, w), t] for w, t in b.task_of]
+    return doc
+
+
+def bounds_of(doc: dict[str, Any]) -> Bounds:
+    """The bounds of a scenario's ``bounds`` document (catalogue work IDs)."""
+    fields = {k: v for k, v in doc.items() if k in Bounds.__dataclass_fields__}
+    fields["ranks"] = tuple(fields.get("ranks", ()))
+    fields["task_of"] = tuple((WORK_NAMES.get(w, w), t) for w, t in fields.get("task_of", ()))
+    return Bounds(**fields)
 
 
 def load(path: str | Path) -> dict[str, Any]:

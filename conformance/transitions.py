@@ -31,13 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from leasefence.conformance.machines.system import MEMORY_DIR, SystemMachine, bounded
-from leasefence.conformance.scenarios import WORK_NAMES
+from leasefence.conformance.scenarios import MODEL_NAMES, WORK_NAMES, bounds_doc
 from leasefence.model.check import format_label, reachable
 from leasefence.model.state import State
 from leasefence.model.system import Bounds, Label
-
-#: The model checker's name of each catalogue work ID (``w1`` for W1 ...).
-MODEL_NAMES = {v: k for k, v in WORK_NAMES.items()}
 
 #: The bounds ``make test`` replays in full (the CI bounds with one lease in all: every action,
 #: two ranks, a fifth of the CI graph's replay time), the CI bounds (``tla/MCLeaseFence.cfg``: ``model
@@ -242,24 +239,6 @@ def scenario(g: Graph, path: list[int], origin: str) -> dict[str, Any]:
             for e in path
         ],
     }
-
-
-def bounds_doc(b: Bounds) -> dict[str, Any]:
-    """``b`` as JSON (model work names), for a scenario file."""
-    doc: dict[str, Any] = {
-        k: v for k, v in vars(b).items() if k not in ("task_of", "works", "tasks", "flavour")
-    }
-    doc["ranks"] = list(b.ranks)
-    doc["task_of"] = [[MODEL_NAMES.get(w, w), t] for w, t in b.task_of]
-    return doc
-
-
-def bounds_of(doc: dict[str, Any]) -> Bounds:
-    """The bounds of a scenario's ``bounds`` document (catalogue work IDs)."""
-    fields = {k: v for k, v in doc.items() if k in Bounds.__dataclass_fields__}
-    fields["ranks"] = tuple(fields.get("ranks", ()))
-    fields["task_of"] = tuple((WORK_NAMES.get(w, w), t) for w, t in fields.get("task_of", ()))
-    return Bounds(**fields)
 
 
 def replay(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from leasefence.conformance import transitions as tr
-from leasefence.conformance.scenarios import load
+from leasefence.conformance.scenarios import bounds_doc, bounds_of, load
 from leasefence.conformance.scenarios import replay as replay_scenario
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.model.check import explore
@@ -100,7 +100,21 @@ def test_a_scenario_with_bounds_and_a_legacy_record_replays_under_those_bounds()
     legacy = next(i for i, (_, label, _) in enumerate(g.edges) if label[0] == "LegacyRecord")
     path = [*g.prefix(g.edges[legacy][0]), legacy]
     doc = tr.scenario(g, path, "a test")
-    assert tr.bounds_of(doc["bounds"]) == g.bounds
+    assert bounds_of(doc["bounds"]) == g.bounds
     assert doc["steps"][-1]["action"] == "LegacyRecord"
     replay_scenario(doc)
-    assert tr.bounds_of(tr.bounds_doc(Bounds())) == tr.catalogue_bounds(Bounds())
+    assert bounds_of(bounds_doc(Bounds())) == tr.catalogue_bounds(Bounds())
+
+
+def test_branch_coverage_of_the_journal_coordinator_and_master_is_measured() -> None:
+    from leasefence.conformance.transition_layer import measure
+
+    tiny = Bounds(
+        max_wall=0, max_dups=0, max_leases=1, max_reboots=0, max_rollbacks=0, max_restarts=0
+    )
+    result, found = measure(tiny)
+    assert result.ok
+    assert [b.name for b in found] == ["impl/journal.py", "impl/coordinator.py", "impl/master.py"]
+    for b in found:
+        assert 0 < b.covered < b.total
+        assert len(b.missing) == b.total - b.covered

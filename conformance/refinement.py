@@ -28,6 +28,12 @@ model generation of the same dispatch; a token never bound (read from files the 
 write) gets a fresh name from ``FRESH`` up, far beyond any generation the model issues in a run. ``None`` (no generation, a
 rank-only owner) is the model's ``0``.
 
+Persisted fields: ``persisted_differences`` compares, unabstracted, every field the journal and
+the snapshot persist (each lease record whole, completed IDs, attempts, record counts; epoch,
+every state lease with its time and generation, every task's statistics, the legacy copies)
+as a fresh read of the files gives them with the objects in memory; the system machines check
+it after every step, restarts from disk included.
+
 Statistics: the implementation knows a task (with zero statistics) from its first lease; the
 model keeps an entry only once a completion or failure is booked. The mapping keeps the tasks
 with ``completions + failures > 0``; amounts are whole numbers on both sides.

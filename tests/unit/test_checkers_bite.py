@@ -142,13 +142,14 @@ CI = Bounds(max_wall=1, max_dups=0)
 
 
 def _edge_into_a_seen_state(b: Bounds) -> tuple[State, State]:
-    """A transition, not a self-loop, whose target the breadth-first search had already
-    reached: the model checker meets its target as an old state."""
-    seen = {initial_state()}
+    """A transition whose target the breadth-first search had already reached from another
+    state: the model checker meets the pair only as a step into an old state."""
+    found_from: dict[State, State | None] = {initial_state(): None}
     for s, _, t in reachable(b):
-        if t in seen and s != t:
+        if t not in found_from:
+            found_from[t] = s
+        elif found_from[t] not in (s, None) and s != t:
             return s, t
-        seen.add(t)
     raise AssertionError("no transition into a seen state")
 
 

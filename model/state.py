@@ -20,12 +20,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain, compress, count
 from math import isqrt
 from operator import is_not
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 
-if TYPE_CHECKING:
-    from _typeshed import SupportsRichComparison
 
-K = TypeVar("K", bound="SupportsRichComparison")
+class _Ordered(Protocol):
+    """A key that sorts: what ``sorted`` and ``bisect`` need."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+K = TypeVar("K", bound=_Ordered)
 V = TypeVar("V")
 
 #: Most entries a map or set holds in its plain form (tuple, frozenset); beyond, it is chunked.
@@ -304,7 +308,7 @@ def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:
     for i, (k, _) in enumerate(m):
         if k == key:
             return (*m[:i], (key, value), *m[i + 1 :])
-        if key < k:  # type: ignore[operator]
+        if key < k:
             out = (*m[:i], (key, value), *m[i:])
             break
     else:

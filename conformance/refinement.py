@@ -55,7 +55,17 @@ from leasefence.impl.master import Master
 from leasefence.impl.rules import UNIX
 from leasefence.impl.wire import Generation
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
-from leasefence.model.state import Coordinator, Dispatch, Journal, Lease, State, StateLease, Stats
+from leasefence.model.state import (
+    Coordinator,
+    Dispatch,
+    Journal,
+    Lease,
+    State,
+    StateLease,
+    Stats,
+    as_ids,
+    as_map,
+)
 
 
 class TickClock:
@@ -146,9 +156,9 @@ def journal_state(
 ) -> Journal:
     """The journal's abstract state: active leases, completed IDs, attempts per ID."""
     return Journal(
-        leases=tuple((w, lease_of(x, names, origin)) for w, x in sorted(j.leases.items())),
-        completed=frozenset(j.completed),
-        attempts=tuple(sorted(j.attempts.items())),
+        leases=as_map((w, lease_of(x, names, origin)) for w, x in j.leases.items()),
+        completed=as_ids(j.completed),
+        attempts=as_map(j.attempts),
     )
 
 
@@ -165,7 +175,7 @@ def coordinator_state(
     names = names or GenerationNames()
     return Coordinator(
         epoch=c.epoch,
-        leases=tuple(
+        leases=as_map(
             (
                 t,
                 StateLease(
@@ -177,7 +187,7 @@ def coordinator_state(
             )
             for t, x in sorted(c.leases.items())
         ),
-        stats=tuple(
+        stats=as_map(
             (
                 t,
                 Stats(

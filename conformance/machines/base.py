@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -218,7 +218,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             self.case("rollback followed by recover")
             self.rolled_back = False
 
-    def future_dated(self, leases: tuple[tuple[str, Any], ...], gone: tuple[str, ...]) -> None:
+    def future_dated(self, leases: Iterable[tuple[str, Any]], gone: tuple[str, ...]) -> None:
         ttl = self.BOUNDS.ttl
         for w, x in leases:
             unix = getattr(x, "clock", CLOCK_UNIX) == CLOCK_UNIX

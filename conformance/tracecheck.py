@@ -214,7 +214,7 @@ def replay_dispatch_work(rp: Replay, ev: DispatchWork) -> str | None:
     injected = ev.refused if ev.refused in DISPATCH_STEPS[:3] else None
     model_gen = next_generation(s, b)
     out, t = dispatch_work(s, w, r, b, refuse=injected)
-    if out.ok != ev.ok or (not out.ok and out.refused != ev.refused):
+    if out.ok != ev.ok or out.refused != ev.refused:
         return (
             f"DispatchWork({w!r}, {r}): implementation ok={ev.ok} refused={ev.refused!r}, "
             f"model ok={out.ok} refused={out.refused!r}; state before: {state_text(s)}"

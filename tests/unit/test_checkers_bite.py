@@ -126,11 +126,6 @@ def test_trace_validation_refuses_a_wrong_decision_in_every_step_empty_ones_incl
     assert not accepted, "trace validation accepted:\n" + "\n".join(accepted)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracecheck compares `refused` only on a refused dispatch (b-trace's file: reported "
-    "to the lead); when it is fixed this test passes and the marker must go",
-)
 def test_trace_validation_refuses_a_granted_dispatch_that_names_a_refused_step() -> None:
     tampered = list(_tampered(_run_trace(), holes=True))
     assert tampered

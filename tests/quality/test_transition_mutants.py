@@ -1,28 +1,26 @@
-"""The new planted bugs (``transition_mutants``) against the generated transition tests and the
-checkers' tests: each mutant the model can express is caught by the transition tests alone,
-each checker mutant by the checkers' tests (slow: one pytest run per mutant and layer)."""
+"""The issue-20 planted bugs (``catalogue.TRANSITION_MUTANTS``) against the layer aimed at each:
+every mutant the model can express is caught by the generated transition tests alone, every
+checker mutant by the checkers' tests of themselves (slow: one pytest run per mutant and layer)."""
 
 from __future__ import annotations
 
 import pytest
-from transition_mutants import CHECKERS_LAYER, EXPRESSIBLE, TRANSITION_MUTANTS, TRANSITIONS_LAYER
 
-from leasefence.harness.mutants import run_gate
+from leasefence.harness.mutants.catalogue import EXPRESSIBLE, TRANSITION_MUTANTS, Mutant
+from leasefence.harness.mutants.gate import GATE_LAYERS, run_gate
 
+LAYER = {layer.name: layer for layer in GATE_LAYERS}
 CHECKER_MUTANTS = {m.name for m in TRANSITION_MUTANTS if not m.path.startswith("impl/")}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", TRANSITION_MUTANTS, ids=[m.name for m in TRANSITION_MUTANTS])
-def test_the_mutant_is_caught_by_the_layer_aimed_at_it(mutant: object) -> None:
-    from leasefence.harness.mutants import Mutant
-
-    assert isinstance(mutant, Mutant)
+def test_the_mutant_is_caught_by_the_layer_aimed_at_it(mutant: Mutant) -> None:
     layers = []
     if mutant.name in EXPRESSIBLE:
-        layers.append(TRANSITIONS_LAYER)
+        layers.append(LAYER["transitions"])
     if mutant.name in CHECKER_MUTANTS:
-        layers.append(CHECKERS_LAYER)
+        layers.append(LAYER["checkers"])
     if not layers:
         pytest.skip("the model cannot express it at these bounds: the catalogue's layers catch it")
     (result,) = run_gate([mutant], layers)

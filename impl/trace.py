@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from leasefence.impl.durable import open_nofollow
+
 if TYPE_CHECKING:
     from leasefence.impl.master import ResultOutcome
     from leasefence.impl.wire import Generation
@@ -54,7 +56,8 @@ class TraceWriter:
     ) -> None:
         self.path = Path(path)
         _cut_torn_tail(self.path)
-        self._fh: IO[str] = self.path.open("a", encoding="utf-8")
+        fd = open_nofollow(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        self._fh: IO[str] = os.fdopen(fd, "a", encoding="utf-8")
         self._write(
             {
                 "event": "Header",
@@ -151,12 +154,13 @@ class TraceWriter:
 def _cut_torn_tail(path: Path) -> None:
     """Truncate ``path`` after its last newline (a line without one was torn by a crash)."""
     try:
-        with path.open("rb+") as fh:
-            data = fh.read()
-            if data and not data.endswith(b"\n"):
-                fh.truncate(data.rfind(b"\n") + 1)
+        fh = os.fdopen(open_nofollow(path, os.O_RDWR), "rb+")
     except FileNotFoundError:
-        pass
+        return
+    with fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

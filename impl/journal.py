@@ -658,10 +658,13 @@ class WorkLeaseJournal:
     @property
     def torn_tail(self) -> bytes:
         """The bytes of a torn tail found on open and not yet cut off (empty when none)."""
+        return b"".join(bad.data for bad in self.torn_lines)
+
+    @property
+    def torn_lines(self) -> tuple[BadLine, ...]:
+        """The bad lines of that torn tail, each with its line number and reason."""
         self._check_usable()
-        if self._scan.torn_bytes == 0:
-            return b""
-        return b"".join(bad.data for bad in self._scan.bad)
+        return () if self._scan.torn_bytes == 0 else tuple(self._scan.bad)
 
     @property
     def pending(self) -> int:

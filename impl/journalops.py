@@ -100,6 +100,7 @@ def summary(journal: WorkLeaseJournal, path: Path, now: float) -> dict[str, Any]
         "work_ids_ever_leased": len(attempts),
         "attempts_total": sum(attempts.values()),
         "torn_tail_bytes": len(journal.torn_tail),
+        "torn_tail_lines": [{"line": b.line, "reason": b.reason} for b in journal.torn_lines],
         "leases": active,
     }
 
@@ -119,6 +120,8 @@ def _print_summary(
             f"  torn tail: {doc['torn_tail_bytes']} bytes after the last good record; they are "
             f"moved to {printable(str(path))}.broken before the next append"
         )
+        for bad in doc["torn_tail_lines"]:
+            print(f"    line {bad['line']}: {printable(bad['reason'])}")
     for w, x in sorted(leases.items()):
         if x.clock == UNIX:
             age = f"age {now - x.updated:.1f} s"

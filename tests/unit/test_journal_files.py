@@ -4,6 +4,7 @@ means to: control characters escaped, no traceback on a closed pipe, absurd numb
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -378,6 +379,20 @@ def test_inspect_names_the_line_of_an_absurd_number_instead_of_crashing(
     err = capsys.readouterr().err
     assert "line 2 (attempt is not an integer in 0..9223372036854775807)" in err
     assert "line 3 (attempt is not an integer" in err
+
+
+def test_inspect_names_each_line_of_a_torn_tail_and_why_it_is_bad(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(FIRST + _record(B, worker=10**4299))
+    assert main(["journal", "inspect", str(path)]) == 0
+    assert f"    line 2: worker is not an integer in 0..{MAX_WORKER}" in capsys.readouterr().out
+    assert main(["journal", "inspect", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["torn_tail_lines"] == [
+        {"line": 2, "reason": f"worker is not an integer in 0..{MAX_WORKER} (an MPI rank)"}
+    ]
 
 
 def test_the_journal_never_writes_a_number_its_reader_would_refuse(tmp_path: Path) -> None:

@@ -423,15 +423,25 @@ def _gc_paused() -> Iterator[None]:
 
 
 def could_be_torn_first_write(data: bytes) -> bool:
-    """Whether ``data``, a file holding no good record, could be a journal whose first write a
-    crash cut short (docs/journal-format.md, "Not a journal"): no complete line, shorter than
-    one record, and the beginning of a record (``RECORD_START``), possibly followed or replaced
-    by zero bytes (a crash can leave the part of a file that grew as zeros). Anything else is not
-    a journal, and no writer may cut it."""
-    if b"\n" in data or len(data) >= MAX_RECORD_BYTES:
-        return not data.strip(b"\0")  # only zeros: the grown part of a first write, data lost
-    head = data.rstrip(b"\0")
-    return RECORD_START.startswith(head) or head.startswith(RECORD_START)
+    """Whether ``data``, a file holding no good record, could be what crashes left of a journal's
+    first write (docs/journal-format.md, "Not a journal"): no complete line and, zero bytes aside
+    (a crash can leave the part of a file that grew as zeros), nothing but record beginnings,
+    each a prefix of ``RECORD_START`` or starting with it and shorter than a record (one for each
+    crash that cut an append short before a reopen cut the last). Anything else is not a
+    journal, and no writer may cut it."""
+    if b"\n" in data:
+        return False
+    rest = data.replace(b"\0", b"")
+    if not rest:
+        return True
+    if not rest.startswith(b"{"):
+        return False
+    pieces = [b"{" + piece for piece in rest.split(b"{")[1:]]  # a record has one "{", its first
+    return all(
+        len(piece) < MAX_RECORD_BYTES
+        and (RECORD_START.startswith(piece) or piece.startswith(RECORD_START))
+        for piece in pieces
+    )
 
 
 def _refuse_non_journal(path: Path, data: bytes, scan: Scan) -> None:

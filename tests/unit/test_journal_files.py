@@ -64,6 +64,8 @@ NOT_JOURNALS = {
     "lines that start like records": b'{"event":"lease"}\n{"event":"done"}\n',
     "a record's beginning longer than any record": b'{"event":"' + b"x" * MAX_RECORD_BYTES,
     "a good record cut, then text": FIRST[:40] + b"\nmore text\n",
+    "a record's beginning, then a JSON object": FIRST[:20] + b'{"schema": 1}',
+    "binary data": b"\0\0\x7fELF\x02\x01\0\0",
 }
 
 #: Every way to open a journal, as (name, opener).
@@ -144,8 +146,18 @@ def test_a_master_refuses_a_journal_path_holding_another_file_before_writing_any
         FIRST[:-2],  # all but the closing brace and the newline
         FIRST[:60] + bytes(len(FIRST) - 60),  # the rest of the write zero-filled by the crash
         bytes(len(FIRST)),  # none of the write reached the disk, the file grew
+        FIRST[:1] + FIRST[:30],  # two crashes, each in the first append, no append between
     ],
-    ids=["1 byte", "9 bytes", "10 bytes", "half", "all but 2 bytes", "zero-filled", "all zeros"],
+    ids=[
+        "1 byte",
+        "9 bytes",
+        "10 bytes",
+        "half",
+        "all but 2 bytes",
+        "zero-filled",
+        "all zeros",
+        "torn twice",
+    ],
 )
 def test_a_torn_first_record_of_a_fresh_journal_is_still_cut_as_a_torn_tail(
     tmp_path: Path, torn: bytes

@@ -87,6 +87,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
+from leasefence.impl.durable import read_nofollow
 from leasefence.impl.durable import replace_durably as _atomic_write
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, SnapshotError, UnknownTask
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
@@ -238,7 +239,7 @@ class StateShardCoordinator:
         self._stats: dict[str, Stats] = {}
         if self._path is not None:
             try:
-                raw = self._path.read_bytes()
+                raw = read_nofollow(self._path)
             except FileNotFoundError:
                 raw = None
             if raw is not None:

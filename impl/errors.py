@@ -3,14 +3,20 @@
 ::
 
     LeaseError
+    ├── UnsafePath (OSError)              a symbolic link or a non-regular file where leasefence
+    │                                     opens one of its files (nothing opened or written)
     ├── InvalidWorkId (ValueError)        a work ID that is not 64 hexadecimal characters
     ├── InvalidTtl (ValueError)           a negative, NaN or infinite lease TTL
     ├── JournalError
     │   ├── JournalCorrupt (ValueError)   a bad record followed by good ones (file untouched)
+    │   │   └── NotAJournal               a non-empty file without one good record that is not a
+    │   │                                 torn first write (file untouched)
     │   ├── JournalLocked                 another writer holds the journal's lock
     │   ├── JournalUnusable               an fsync or write failed: this object refuses all calls
-    │   ├── JournalReadOnly               a write through a journal opened read-only
-    │   └── RecordTooLarge (ValueError)   a record over the line-size limit
+    │   ├── JournalReadOnly               a write through a journal opened read-only, or to a
+    │   │                                 journal file without write permission
+    │   ├── RecordTooLarge (ValueError)   a record over the line-size limit
+    │   └── RecordOutOfRange (ValueError) a record number outside its documented range
     ├── CoordinatorError
     │   ├── UnknownTask (KeyError)        a state task the coordinator has never seen
     │   ├── SnapshotError (ValueError)    a snapshot that does not parse or has the wrong schema
@@ -30,6 +36,15 @@ class LeaseError(Exception):
     """Base class of every error leasefence raises on purpose."""
 
 
+class UnsafePath(LeaseError, OSError):
+    """A symbolic link, or anything but a regular file, at a path leasefence opens (its journal,
+    a side file, a snapshot or a trace). Nothing is opened or written through it."""
+
+    def __init__(self, path: object, what: str) -> None:
+        super().__init__(f"{path} is {what}; leasefence never opens its files through one")
+        self.path = str(path)
+
+
 class InvalidWorkId(LeaseError, ValueError):
     """A work ID that is not 64 hexadecimal characters."""
 
@@ -46,6 +61,11 @@ class JournalCorrupt(JournalError, ValueError):
     """A bad record followed by good ones: corruption, not a torn tail. The file is left as it was."""
 
 
+class NotAJournal(JournalCorrupt):
+    """A non-empty file without one good record that cannot be the journal's first write torn by
+    a crash (docs/journal-format.md, "Not a journal"): refused, and the file left as it was."""
+
+
 class JournalLocked(JournalError):
     """Another writer (in this process or another) holds the journal's exclusive lock."""
 
@@ -55,11 +75,18 @@ class JournalUnusable(JournalError):
 
 
 class JournalReadOnly(JournalError):
-    """A write (lease, complete, abandon, recover, compact) through a journal opened read-only."""
+    """A write (lease, complete, abandon, recover, compact) through a journal opened read-only,
+    or a writer's open (including ``journal repair``) of a journal file without write
+    permission: a read-only mode is honoured even by root."""
 
 
 class RecordTooLarge(JournalError, ValueError):
     """A record longer than the journal's line-size limit."""
+
+
+class RecordOutOfRange(JournalError, ValueError):
+    """A record number outside its range (``journal.MAX_WORKER``, ``MAX_ATTEMPT``,
+    ``MAX_TIMESTAMP``): refused before it is written, a bad line when read."""
 
 
 class CoordinatorError(LeaseError):

@@ -19,13 +19,18 @@ Reading: a bad line (not JSON, wrong checksum, wrong schema) with no good record
 ``<journal>.broken``. A final line that is a whole good record but lacks its newline is kept
 (the newline is written before the next record). A bad line followed by a good record is
 corruption: ``JournalCorrupt`` names the file and line, and the file is left as it was
-(``leasefence journal repair`` quarantines bad lines).
+(``leasefence journal repair`` quarantines bad lines). A non-empty file without one good record
+is a torn tail only if it could be a torn first write (``could_be_torn_first_write``); anything
+else is not a journal (``NotAJournal``) and is never altered. A number outside its range
+(``MAX_WORKER``, ``MAX_ATTEMPT``, ``MAX_TIMESTAMP``) makes a line bad, and is refused on write.
 
 Writing: every acknowledged record is written whole and fsynced (``sync="always"``), or, with
 ``sync="group"``, acknowledged by ``commit()`` after one write and one fsync for the batch. A
 failed write or fsync makes the object unusable (``JournalUnusable`` on every later call).
 One writer: an exclusive ``flock`` on ``<journal>.lock`` (a side file, because compaction
-replaces the journal's inode); a read-only open takes no lock and refuses writes.
+replaces the journal's inode); a read-only open takes no lock and refuses writes. A journal file
+without write permission is refused to writers (``JournalReadOnly``). Every file is opened by
+``durable.open_nofollow``: a symbolic link at the journal or a side-file path is refused.
 """
 
 from __future__ import annotations
@@ -35,9 +40,9 @@ import errno
 import fcntl
 import gc
 import json
-import math
 import os
 import re
+import stat
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -47,6 +52,8 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Literal, NoReturn
 
 from leasefence.impl.durable import fsync_dir as _fsync_dir
+from leasefence.impl.durable import open_nofollow, read_nofollow
+from leasefence.impl.durable import read_all as _read_all
 from leasefence.impl.durable import replace_durably as _replace_durably
 from leasefence.impl.durable import write_all as _write_all
 from leasefence.impl.errors import (
@@ -55,6 +62,8 @@ from leasefence.impl.errors import (
     JournalLocked,
     JournalReadOnly,
     JournalUnusable,
+    NotAJournal,
+    RecordOutOfRange,
     RecordTooLarge,
 )
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
@@ -63,6 +72,18 @@ from leasefence.impl.wire import Generation, valid_generation
 #: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
 #: only an absurd worker number could exceed this.
 MAX_RECORD_BYTES = 4096
+
+#: The ranges of a record's numbers (docs/journal-format.md, "Records"), defined once: a value
+#: outside is a bad line when read and ``RecordOutOfRange`` when written, so no absurd value
+#: reaches replay, arithmetic or printing. A worker is an MPI rank (a C ``int``); a timestamp
+#: (``updated``, and every ``clock()`` reading) is within 2**53 seconds of the epoch, either way.
+MAX_WORKER = 2**31 - 1
+MAX_ATTEMPT = 2**63 - 1
+MAX_TIMESTAMP = float(2**53)
+
+#: How every record the journal writes begins (``encode_record`` and F314's original format
+#: alike); the test of a torn first write (``could_be_torn_first_write``).
+RECORD_START = b'{"event":'
 
 #: Record kinds (the ``event`` field), in F314's words.
 LEASE = "lease"
@@ -203,15 +224,28 @@ class Scan:
 
 
 def _number(value: object) -> float | None:
-    """``value`` as a finite float, or None (bools, non-numbers, NaN, infinities, and integers
-    beyond float range are not timestamps)."""
+    """``value`` as a finite float within ``MAX_TIMESTAMP`` of 0, or None (bools, non-numbers,
+    NaN, infinities and values beyond the range are not timestamps)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    try:
-        number = float(value)
-    except OverflowError:
+    if not abs(value) <= MAX_TIMESTAMP:  # exact for ints; False for NaN
         return None
-    return number if math.isfinite(number) else None
+    return float(value)
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    """Whether ``value`` is an int (not a bool) in ``low..high``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _range_problem(worker: object, attempt: object) -> str | None:
+    """What is out of range in a record's ``worker`` and ``attempt`` (None: both absent or in
+    range); the one rule the reader and the writer share (``updated``: ``_number``)."""
+    if worker is not None and not _whole(worker, 0, MAX_WORKER):
+        return f"worker is not an integer in 0..{MAX_WORKER} (an MPI rank)"
+    if attempt is not None and not _whole(attempt, 0, MAX_ATTEMPT):
+        return f"attempt is not an integer in 0..{MAX_ATTEMPT}"
+    return None
 
 
 # The exact layout ``encode_record`` writes for every record this implementation appends
@@ -221,7 +255,7 @@ def _number(value: object) -> float | None:
 # mismatching checksum) goes through the general path, which alone decides what is bad.
 _FAST_LINE = re.compile(
     rb'\{"event":"(lease|done|reclaim)","work_id":"([0-9a-fA-F]{64})",'
-    rb'"worker":(null|-?(?:0|[1-9][0-9]{0,17})),"updated":(-?[0-9]{1,17}\.[0-9]{1,17}),'
+    rb'"worker":(null|0|[1-9][0-9]{0,8}),"updated":(-?[0-9]{1,15}\.[0-9]{1,17}),'
     rb'"clock":"unix","attempt":(0|[1-9][0-9]{0,17}),"crc":"([0-9a-f]{8})"\}'
 )
 _JSON = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name))
@@ -243,8 +277,8 @@ def _parse_fast(raw: bytes, line: int) -> _Row | None:
     if worker == b"null" and event == b"lease":
         return None
     stamp = float(updated)
-    if repr(stamp).encode("ascii") != updated:
-        return None  # not the canonical spelling of the number: let the general path decide
+    if repr(stamp).encode("ascii") != updated or abs(stamp) > MAX_TIMESTAMP:
+        return None  # not the canonical spelling or out of range: the general path decides
     canonical = (
         b'{"attempt":%s,"clock":"unix","event":"%s","updated":%s,"work_id":"%s","worker":%s}'
         % (
@@ -314,19 +348,15 @@ def _parse_row(raw: bytes, line: int) -> _Row | str:
     if not isinstance(work_id, str) or not _WORK_ID.fullmatch(work_id):
         return "work_id is not 64 hexadecimal characters"
     worker = doc.get("worker")
-    if worker is not None and (isinstance(worker, bool) or not isinstance(worker, int)):
-        return "worker is not an integer"
+    attempt = doc.get("attempt")
+    if (problem := _range_problem(worker, attempt)) is not None:
+        return problem
     updated = doc.get("updated")
     if updated is not None and _number(updated) is None:
-        return "updated is not a finite number"
+        return f"updated is not a finite number within {MAX_TIMESTAMP:.0f} seconds of 0"
     clock = doc.get("clock")
     if clock is not None and not isinstance(clock, str):
         return "clock is not a string"
-    attempt = doc.get("attempt")
-    if attempt is not None and (
-        isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
-    ):
-        return "attempt is not an integer >= 0"
     if event == LEASE and (worker is None or updated is None):
         return "lease record without worker or updated"
     gen = doc.get("generation")
@@ -392,21 +422,48 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
+def could_be_torn_first_write(data: bytes) -> bool:
+    """Whether ``data``, a file holding no good record, could be what crashes left of a journal's
+    first write (docs/journal-format.md, "Not a journal"): no complete line and, zero bytes aside
+    (a crash can leave the part of a file that grew as zeros), nothing but record beginnings,
+    each a prefix of ``RECORD_START`` or starting with it and shorter than a record (one for each
+    crash that cut an append short before a reopen cut the last). Anything else is not a
+    journal, and no writer may cut it."""
+    if b"\n" in data:
+        return False
+    rest = data.replace(b"\0", b"")
+    if not rest:
+        return True
+    if not rest.startswith(b"{"):
+        return False
+    pieces = [b"{" + piece for piece in rest.split(b"{")[1:]]  # a record has one "{", its first
+    return all(
+        len(piece) < MAX_RECORD_BYTES
+        and (RECORD_START.startswith(piece) or piece.startswith(RECORD_START))
+        for piece in pieces
+    )
+
+
+def _refuse_non_journal(path: Path, data: bytes, scan: Scan) -> None:
+    """``NotAJournal`` when ``data`` (scanned as ``scan``) is not empty, has no good record and
+    cannot be a torn first write; nothing was written."""
+    if data and scan.good_end == 0 and not scan.corrupt and not could_be_torn_first_write(data):
+        first = scan.bad[0]
+        raise NotAJournal(
+            f"{path} is not a work lease journal: its {len(data)} bytes hold no good record "
+            f"(line {first.line}: {first.reason}); it was left as it was"
+        )
 
 
 def _append_durably(path: Path, data: bytes) -> None:
-    """Append ``data`` to ``path`` (created 0600) and fsync it (and its directory if new)."""
-    created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    """Append ``data`` to ``path`` (created 0600, a link refused) and fsync it (and its
+    directory if new)."""
+    try:
+        fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
+        created = True
+    except FileExistsError:
+        fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND)
+        created = False
     try:
         _write_all(fd, data)
         os.fsync(fd)
@@ -421,8 +478,27 @@ def lock_path(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
+def _open_writable(path: Path) -> int:
+    """The existing journal at ``path`` opened for appending by its writer (a link refused);
+    ``JournalReadOnly`` when the file grants no write permission, even to root."""
+    try:
+        fd = open_nofollow(path, os.O_RDWR | os.O_APPEND)
+    except PermissionError as err:
+        raise JournalReadOnly(
+            f"journal {path} cannot be opened for writing ({err.strerror}); it was left as it was"
+        ) from None
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    if not mode & 0o222:
+        os.close(fd)
+        raise JournalReadOnly(
+            f"journal {path} is read-only (mode {mode:04o}); it was left as it was "
+            f"(make it writable, e.g. chmod u+w, to let leasefence write to it)"
+        )
+    return fd
+
+
 def _take_lock(path: Path) -> int:
-    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_nofollow(lock_path(path), os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as err:
@@ -473,7 +549,7 @@ class WorkLeaseJournal:
         if not create and not readonly and not self.path.exists():
             raise FileNotFoundError(errno.ENOENT, "no such journal", str(self.path))
         if readonly:
-            self._fd = os.open(self.path, os.O_RDONLY)
+            self._fd = open_nofollow(self.path, os.O_RDONLY)
         else:
             self._lock_fd = _take_lock(self.path)
         try:
@@ -481,7 +557,9 @@ class WorkLeaseJournal:
                 self._fd = self._open_for_append(create)
             assert self._fd is not None
             with _gc_paused():
-                scan, rows = _scan(_read_all(self._fd))
+                data = _read_all(self._fd)
+                scan, rows = _scan(data)
+                _refuse_non_journal(self.path, data, scan)
                 if scan.corrupt:
                     first = scan.bad[0]
                     raise JournalCorrupt(
@@ -507,13 +585,12 @@ class WorkLeaseJournal:
     # -- opening and replay ------------------------------------------------------------------
 
     def _open_for_append(self, create: bool) -> int:
-        flags = os.O_RDWR | os.O_APPEND
         if not create:
-            return os.open(self.path, flags)
+            return _open_writable(self.path)
         try:
-            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
-            return os.open(self.path, flags)
+            return _open_writable(self.path)
         try:
             os.fsync(fd)
             _fsync_dir(self.path.parent)
@@ -591,10 +668,13 @@ class WorkLeaseJournal:
     @property
     def torn_tail(self) -> bytes:
         """The bytes of a torn tail found on open and not yet cut off (empty when none)."""
+        return b"".join(bad.data for bad in self.torn_lines)
+
+    @property
+    def torn_lines(self) -> tuple[BadLine, ...]:
+        """The bad lines of that torn tail, each with its line number and reason."""
         self._check_usable()
-        if self._scan.torn_bytes == 0:
-            return b""
-        return b"".join(bad.data for bad in self._scan.bad)
+        return () if self._scan.torn_bytes == 0 else tuple(self._scan.bad)
 
     @property
     def pending(self) -> int:
@@ -761,7 +841,7 @@ class WorkLeaseJournal:
             assert self._fd is not None
             os.close(self._fd)
             self._fd = None
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+            self._fd = open_nofollow(self.path, os.O_RDWR | os.O_APPEND)
         except OSError as err:
             self._fail("compaction", err)
         self._records = len(lines)
@@ -813,7 +893,10 @@ class WorkLeaseJournal:
         value = self._clock()
         stamp = _number(value)
         if stamp is None:
-            raise ValueError(f"clock() must return a finite number of Unix seconds, got {value!r}")
+            raise ValueError(
+                f"clock() must return a finite number of Unix seconds within {MAX_TIMESTAMP:.0f} "
+                f"of 0, got {value!r:.80}"
+            )
         return stamp
 
     def _end_body(
@@ -832,13 +915,23 @@ class WorkLeaseJournal:
         return body
 
     def _encode(self, body: Mapping[str, Any]) -> bytes:
+        """The record's line, refused (nothing written) when it is over the size limit or a
+        number is out of range: the journal writes only what its reader accepts."""
         try:
-            return encode_record(body)
+            line = encode_record(body)
         except ValueError as err:  # e.g. an integer too long for json.dumps
             raise RecordTooLarge(
                 f"record for journal {self.path} cannot be encoded ({err}): it is over the "
                 f"{MAX_RECORD_BYTES}-byte limit"
             ) from None
+        if len(line) > MAX_RECORD_BYTES:
+            raise RecordTooLarge(
+                f"record for journal {self.path} is {len(line)} bytes, over the "
+                f"{MAX_RECORD_BYTES}-byte limit"
+            )
+        if (problem := _range_problem(body.get("worker"), body.get("attempt"))) is not None:
+            raise RecordOutOfRange(f"record for journal {self.path} refused: {problem}")
+        return line
 
     def _check_usable(self) -> None:
         if self._failure == "closed":
@@ -854,12 +947,7 @@ class WorkLeaseJournal:
             raise JournalReadOnly(f"journal {self.path} is open read-only; writes are refused")
 
     def _commit_records(self, lines: list[bytes], apply: Callable[[], None]) -> None:
-        for line in lines:
-            if len(line) > MAX_RECORD_BYTES:
-                raise RecordTooLarge(
-                    f"record for journal {self.path} is {len(line)} bytes, over the "
-                    f"{MAX_RECORD_BYTES}-byte limit"
-                )
+        """Write (or, in group mode, queue) ``lines`` from ``_encode``, then ``apply``."""
         if self.sync == "group":
             self._pending.extend(lines)
         else:
@@ -935,12 +1023,13 @@ def repair_journal(path: str | os.PathLike[str]) -> RepairResult:
         raise FileNotFoundError(errno.ENOENT, "no such journal", str(p))
     lock_fd = _take_lock(p)
     try:
-        fd = os.open(p, os.O_RDONLY)
+        fd = _open_writable(p)
         try:
             data = _read_all(fd)
         finally:
             os.close(fd)
         scan = scan_bytes(data)
+        _refuse_non_journal(p, data, scan)
         if not scan.bad:
             return RepairResult(len(scan.records), 0, None)
         kept = _good_bytes(data, scan)
@@ -973,21 +1062,21 @@ def _good_bytes(data: bytes, scan: Scan) -> bytes:
 
 def scan_file(path: str | os.PathLike[str]) -> Scan:
     """Scan a journal file without opening it as a journal (for inspection of corrupt files)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return scan_bytes(_read_all(fd))
-    finally:
-        os.close(fd)
+    return scan_bytes(read_nofollow(Path(path)))
 
 
 __all__ = [
+    "MAX_ATTEMPT",
     "MAX_RECORD_BYTES",
+    "MAX_TIMESTAMP",
+    "MAX_WORKER",
     "BadLine",
     "LeaseRecord",
     "Record",
     "RepairResult",
     "Scan",
     "WorkLeaseJournal",
+    "could_be_torn_first_write",
     "encode_record",
     "legacy_lease_line",
     "lock_path",

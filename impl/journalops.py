@@ -1,5 +1,10 @@
 """Operator tools for a work lease journal (``leasefence journal``): inspect, recover, compact and
-repair, each printing what it did and returning the command's exit status."""
+repair, each printing what it did and returning the command's exit status.
+
+Exit status: 0 done; 1 refused (locked, corrupt, read-only, missing file); 2 a PATH that is not a
+journal leasefence may open (``NotAJournal``, or a link or non-regular file: ``UnsafePath``).
+Text from the file (a record's fields, the path) is printed with control characters escaped.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +15,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from leasefence.impl.errors import JournalError
+from leasefence.impl.errors import JournalError, NotAJournal, UnsafePath
 from leasefence.impl.journal import LeaseRecord, WorkLeaseJournal, repair_journal, scan_file
 from leasefence.impl.rules import UNIX
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_NOT_A_JOURNAL = 2
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (terminal control sequences, other
+    control and format characters) written as its Python escape, e.g. ESC as ``\\x1b``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _fail(message: str) -> int:
-    print(f"leasefence journal: {message}", file=sys.stderr)
+    shown = "\n".join(printable(line) for line in message.split("\n"))
+    print(f"leasefence journal: {shown}", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _refused(err: Exception) -> int:
+    """Report an open or write that failed; exit 2 when PATH is not a journal to open."""
+    status = _fail(str(err))
+    return EXIT_NOT_A_JOURNAL if isinstance(err, NotAJournal | UnsafePath) else status
 
 
 def _missing(path: Path) -> int | None:
@@ -36,6 +57,8 @@ def inspect(path: Path, as_json: bool = False) -> int:
         return status
     try:
         journal = WorkLeaseJournal.open_readonly(path)
+    except (NotAJournal, UnsafePath) as err:
+        return _refused(err)
     except JournalError as err:
         scan = scan_file(path)
         bad = ", ".join(f"line {b.line} ({b.reason})" for b in scan.bad)
@@ -77,6 +100,7 @@ def summary(journal: WorkLeaseJournal, path: Path, now: float) -> dict[str, Any]
         "work_ids_ever_leased": len(attempts),
         "attempts_total": sum(attempts.values()),
         "torn_tail_bytes": len(journal.torn_tail),
+        "torn_tail_lines": [{"line": b.line, "reason": b.reason} for b in journal.torn_lines],
         "leases": active,
     }
 
@@ -84,7 +108,7 @@ def summary(journal: WorkLeaseJournal, path: Path, now: float) -> dict[str, Any]
 def _print_summary(
     doc: dict[str, Any], leases: Mapping[str, LeaseRecord], path: Path, now: float
 ) -> None:
-    print(f"journal {path}")
+    print(f"journal {printable(str(path))}")
     print(
         f"  {doc['records']} records ({doc['legacy_format_records']} in F314's original format), "
         f"{doc['completed']} completed, {doc['active']} active "
@@ -94,8 +118,10 @@ def _print_summary(
     if doc["torn_tail_bytes"]:
         print(
             f"  torn tail: {doc['torn_tail_bytes']} bytes after the last good record; they are "
-            f"moved to {path}.broken before the next append"
+            f"moved to {printable(str(path))}.broken before the next append"
         )
+        for bad in doc["torn_tail_lines"]:
+            print(f"    line {bad['line']}: {printable(bad['reason'])}")
     for w, x in sorted(leases.items()):
         if x.clock == UNIX:
             age = f"age {now - x.updated:.1f} s"
@@ -104,7 +130,7 @@ def _print_summary(
             domain = "unix"
         else:
             age = "age unknown"
-            domain = f"legacy ({x.clock or 'untagged'}, reclaimed by the next recover)"
+            domain = f"legacy ({printable(x.clock or 'untagged')}, reclaimed by the next recover)"
         print(f"  {w}  worker {x.owner}  {domain}  {age}")
 
 
@@ -116,7 +142,7 @@ def recover(path: Path, ttl: float) -> int:
         with WorkLeaseJournal(path, create=False) as journal:
             gone = journal.recover(ttl)
     except (JournalError, OSError) as err:
-        return _fail(str(err))
+        return _refused(err)
     for work_id in gone:
         print(work_id)
     print(f"reclaimed {len(gone)} lease(s)", file=sys.stderr)
@@ -133,8 +159,8 @@ def compact(path: Path) -> int:
             journal.compact()
             after = journal.record_count
     except (JournalError, OSError) as err:
-        return _fail(str(err))
-    print(f"compacted {path}: {before} records -> {after}")
+        return _refused(err)
+    print(f"compacted {printable(str(path))}: {before} records -> {after}")
     return EXIT_OK
 
 
@@ -145,12 +171,12 @@ def repair(path: Path) -> int:
     try:
         result = repair_journal(path)
     except (JournalError, OSError) as err:
-        return _fail(str(err))
+        return _refused(err)
     if result.quarantine is None:
-        print(f"{path}: all {result.kept} records are good; nothing to repair")
+        print(f"{printable(str(path))}: all {result.kept} records are good; nothing to repair")
     else:
         print(
-            f"repaired {path}: kept {result.kept} records, moved {result.quarantined} bad "
-            f"line(s) to {result.quarantine}"
+            f"repaired {printable(str(path))}: kept {result.kept} records, moved {result.quarantined} bad "
+            f"line(s) to {printable(str(result.quarantine))}"
         )
     return EXIT_OK

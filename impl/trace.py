@@ -31,6 +31,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from leasefence.impl.durable import open_nofollow
+from leasefence.impl.errors import LeaseError
+
 if TYPE_CHECKING:
     from leasefence.impl.master import ResultOutcome
     from leasefence.impl.wire import Generation
@@ -73,13 +76,13 @@ class TraceWriter:
         try:
             if self._fh is None:
                 _cut_torn_tail(self.path)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                fd = open_nofollow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
                 self._fh = os.fdopen(fd, "a", encoding="utf-8")
                 self._put(self._header)
             self._put(event)
         except OSError as exc:
-            if exc.filename is not None:
-                raise
+            if exc.filename is not None or isinstance(exc, LeaseError):
+                raise  # it names the file already
             raise OSError(exc.errno, f"writing the trace: {exc.strerror}", str(self.path)) from exc
 
     def _put(self, event: Mapping[str, Any]) -> None:
@@ -168,12 +171,13 @@ class TraceWriter:
 def _cut_torn_tail(path: Path) -> None:
     """Truncate ``path`` after its last newline (a line without one was torn by a crash)."""
     try:
-        with path.open("rb+") as fh:
-            data = fh.read()
-            if data and not data.endswith(b"\n"):
-                fh.truncate(data.rfind(b"\n") + 1)
+        fh = os.fdopen(open_nofollow(path, os.O_RDWR), "rb+")
     except FileNotFoundError:
-        pass
+        return
+    with fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -58,6 +61,7 @@ NEEDS_CHECKOUT: dict[str, str] = {
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
@@ -99,10 +103,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in NEEDS_CHECKOUT:
             require_checkout(args.command, NEEDS_CHECKOUT[args.command])
         status: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe surfaces here, not in Python's flush at exit
     except NeedsCheckout as exc:
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # some other pipe broke: a real error
+        # Stop quietly, as a process killed by SIGPIPE would. Python flushes stdout again at
+        # exit, which would fail and print a warning: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
     return status
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (``leasefence ... | head``)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError):  # no real file descriptor behind stdout
+        return False

@@ -24,7 +24,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.description = (
         "Operator tools for a work lease journal (.work_leases.jsonl, see "
         "docs/journal-format.md). Exit status: 0 done, 1 refused (locked, corrupt, missing "
-        "file), 2 bad usage."
+        "file, read-only), 2 bad usage or a PATH that is not a journal (no good record and not "
+        "a torn first write) or is a symbolic link: such a file is never changed."
     )
     jsub = p.add_subparsers(dest="journal_command", metavar="SUBCOMMAND", required=True)
 

@@ -19,6 +19,7 @@ from leasefence.harness.faults import (
     WorkerFaults,
     simulate_reboot,
 )
+from leasefence.impl.durable import open_nofollow
 from leasefence.impl.master import Master, ResultOutcome
 from leasefence.impl.mpirun import RunConfig, RunHooks, make_parents
 from leasefence.impl.mpirun import run as run_job
@@ -48,7 +49,7 @@ class EventLog:
 
     def __init__(self, path: Path) -> None:
         make_parents(path)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._fh = os.fdopen(fd, "a", encoding="utf-8")
 
     def write(self, kind: str, **fields: Any) -> None:

@@ -29,6 +29,10 @@ HEX = "0123456789abcdefABCDEF"
 work_ids = st.text(alphabet=HEX, min_size=64, max_size=64)
 ints = st.integers(min_value=-(2**63), max_value=2**63)
 finite = st.floats(allow_nan=False, allow_infinity=False)
+#: The documented ranges (docs/journal-format.md, "Records"): ranks, attempts, timestamps.
+RANK_MAX, ATTEMPT_MAX, STAMP_MAX = 2**31 - 1, 2**63 - 1, 2**53
+ranks = st.integers(0, RANK_MAX)
+stamps = st.floats(-STAMP_MAX, STAMP_MAX) | st.integers(-STAMP_MAX, STAMP_MAX)
 
 #: A record body the journal writes or accepts (docs/journal-format.md).
 valid_bodies = st.one_of(
@@ -36,16 +40,16 @@ valid_bodies = st.one_of(
         {
             "event": st.just("lease"),
             "work_id": work_ids,
-            "worker": ints,
-            "updated": finite | ints,
+            "worker": ranks,
+            "updated": stamps,
         },
         optional={"clock": st.sampled_from(["unix", "mono", ""]), "attempt": st.integers(0, 2**40)},
     ),
     st.fixed_dictionaries(
         {"event": st.sampled_from(["done", "reclaim"]), "work_id": work_ids},
         optional={
-            "worker": st.none() | ints,
-            "updated": finite | ints,
+            "worker": st.none() | ranks,
+            "updated": stamps,
             "clock": st.just("unix"),
             "attempt": st.integers(0, 2**40),
         },
@@ -76,7 +80,11 @@ def _valid_by_the_format(doc: dict[str, Any]) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)
 
     def is_number(v: object) -> bool:
-        return is_int(v) or (isinstance(v, float) and math.isfinite(v))
+        finite = is_int(v) or (isinstance(v, float) and math.isfinite(v))
+        return finite and isinstance(v, int | float) and abs(v) <= STAMP_MAX
+
+    def is_rank(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= RANK_MAX
 
     work_id = doc.get("work_id")
     return (
@@ -84,13 +92,16 @@ def _valid_by_the_format(doc: dict[str, Any]) -> bool:
         and isinstance(work_id, str)
         and len(work_id) == 64
         and all(c in HEX for c in work_id)
-        and (doc.get("worker") is None or is_int(doc["worker"]))
+        and (doc.get("worker") is None or is_rank(doc["worker"]))
         and (doc.get("updated") is None or is_number(doc["updated"]))
         and (doc.get("clock") is None or isinstance(doc["clock"], str))
-        and (doc.get("attempt") is None or (is_int(doc["attempt"]) and doc["attempt"] >= 0))
+        and (
+            doc.get("attempt") is None
+            or (is_int(doc["attempt"]) and 0 <= doc["attempt"] <= ATTEMPT_MAX)
+        )
         and (
             doc.get("event") != "lease"
-            or (is_int(doc.get("worker")) and doc.get("updated") is not None)
+            or (is_rank(doc.get("worker")) and doc.get("updated") is not None)
         )
     )
 

@@ -679,3 +679,31 @@ def test_the_implementation_agrees_with_the_model_call_by_call(
                     raise AssertionError(step)
             assert got == want, step
             assert _abstract(c) == _model_abstract(m), step
+
+
+# -- every release API checks the whole owner token (issue 12's generation fence) --------------
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        lambda c, g: c.complete("s1", 1, reward=5.0, cost=1.0, generation=g),
+        lambda c, g: c.abandon("s1", 1, cost=1.0, generation=g),
+        lambda c, g: c.discard("s1", 1, generation=g),
+    ],
+    ids=["complete", "abandon", "discard"],
+)
+def test_a_release_presenting_another_generation_of_the_owner_rank_is_refused_without_effect(
+    release: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "state.json"
+    c = StateShardCoordinator(path, clock=Clock())
+    assert c.lease("s1", 1, generation=(1, 2))
+    before = path.read_bytes()
+    for other in [(1, 1), (1, 3), (2, 2), None]:
+        assert release(c, other) is False, other
+        assert c.active_owner("s1") == 1
+        assert c.stats("s1") == Stats()
+        assert path.read_bytes() == before
+    assert release(c, (1, 2)) is True  # the exact token releases it
+    assert c.active_owner("s1") is None

@@ -311,3 +311,18 @@ def test_stop_workers_sends_the_status_and_waits_for_every_bye() -> None:
     transport = InProcessTransport(trivial_worker, (1, 2, 3))
     assert stop_workers(transport, EXIT_FILES)
     assert transport.stopped == {1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    "work_id", ["", "0" * 63, "0" * 65, "G" * 64, "A" * 64, " " + "0" * 63, 7, None, ["0" * 64]]
+)
+@pytest.mark.parametrize("tag", [Tag.RESULT, Tag.WORK])
+def test_a_result_or_work_with_a_malformed_work_id_is_a_protocol_error(
+    tag: Tag, work_id: object
+) -> None:
+    accept = FROM_WORKER if tag is Tag.RESULT else FROM_MASTER
+    doc = json.loads(_result(work_id=work_id))
+    if tag is Tag.WORK:
+        doc = {"v": 1, "type": "work", "work_id": work_id, "state_task_id": "s1", "payload": {}}
+    with pytest.raises(ProtocolError, match="work_id"):
+        decode(tag, json.dumps(doc).encode(), accept)

@@ -164,6 +164,7 @@ GATE_LAYERS: tuple[GateLayer, ...] = (
             "tests/unit/test_master.py",
             "tests/unit/test_pipeline.py",
             "tests/unit/test_scenarios.py",
+            "tests/unit/test_hostile_workers.py",
         ),
     ),
     GateLayer("conformance", ("tests/conformance", "-m", "conformance and not mpi")),

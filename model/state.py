@@ -274,9 +274,9 @@ class ChunkedSet(abc.Set[K]):
 
 
 #: A map: a sorted tuple of (key, value) pairs up to ``SMALL`` entries, else ``Chunked``.
-Map: TypeAlias = "tuple[tuple[K, V], ...] | Chunked[K, V]"
+Map: TypeAlias = tuple[tuple[K, V], ...] | Chunked[K, V]
 #: A set: a frozenset up to ``SMALL`` members, else ``ChunkedSet``.
-Ids: TypeAlias = "frozenset[K] | ChunkedSet[K]"
+Ids: TypeAlias = frozenset[K] | ChunkedSet[K]
 
 
 def as_map(items: Mapping[K, V] | Iterable[tuple[K, V]]) -> Map[K, V]:

@@ -31,6 +31,12 @@ model generation of the same dispatch; a token never bound (read from files the 
 write) gets a fresh name from ``FRESH`` up, far beyond any generation the model issues in a run. ``None`` (no generation, a
 rank-only owner) is the model's ``0``.
 
+Persisted fields: ``persisted_differences`` compares, unabstracted, every field the journal and
+the snapshot persist (each lease record whole, completed IDs, attempts, record counts; epoch,
+every state lease with its time and generation, every task's statistics, the legacy copies)
+as a fresh read of the files gives them with the objects in memory; the system machines check
+it after every step, restarts from disk included.
+
 Statistics: the implementation knows a task (with zero statistics) from its first lease; the
 model keeps an entry only once a completion or failure is booked. The mapping keeps the tasks
 with ``completions + failures > 0``; amounts are whole numbers on both sides.
@@ -38,8 +44,10 @@ with ``completions + failures > 0``; amounts are whole numbers on both sides.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import LeaseRecord, WorkLeaseJournal
@@ -47,7 +55,17 @@ from leasefence.impl.master import Master
 from leasefence.impl.rules import UNIX
 from leasefence.impl.wire import Generation
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
-from leasefence.model.state import Coordinator, Dispatch, Journal, Lease, State, StateLease, Stats
+from leasefence.model.state import (
+    Coordinator,
+    Dispatch,
+    Journal,
+    Lease,
+    State,
+    StateLease,
+    Stats,
+    as_ids,
+    as_map,
+)
 
 
 class TickClock:
@@ -138,9 +156,9 @@ def journal_state(
 ) -> Journal:
     """The journal's abstract state: active leases, completed IDs, attempts per ID."""
     return Journal(
-        leases=tuple((w, lease_of(x, names, origin)) for w, x in sorted(j.leases.items())),
-        completed=frozenset(j.completed),
-        attempts=tuple(sorted(j.attempts.items())),
+        leases=as_map((w, lease_of(x, names, origin)) for w, x in j.leases.items()),
+        completed=as_ids(j.completed),
+        attempts=as_map(j.attempts),
     )
 
 
@@ -157,7 +175,7 @@ def coordinator_state(
     names = names or GenerationNames()
     return Coordinator(
         epoch=c.epoch,
-        leases=tuple(
+        leases=as_map(
             (
                 t,
                 StateLease(
@@ -169,7 +187,7 @@ def coordinator_state(
             )
             for t, x in sorted(c.leases.items())
         ),
-        stats=tuple(
+        stats=as_map(
             (
                 t,
                 Stats(
@@ -243,15 +261,111 @@ def master_state(m: Master, env: Environment, names: GenerationNames | None = No
     )
 
 
+def journal_fields(j: WorkLeaseJournal) -> dict[str, object]:
+    """Every field a journal persists, unabstracted: each lease record whole (owner, timestamp,
+    clock tag, generation), the completed IDs, the attempts, and the record counts."""
+    return {
+        "leases": dict(j.leases),
+        "completed": j.completed,
+        "attempts": dict(j.attempts),
+        "records": j.record_count,
+        "legacy records": j.legacy_record_count,
+    }
+
+
+def persisted_journal(path: Path) -> dict[str, object]:
+    """``journal_fields`` of the journal file at ``path`` as a fresh read-only open replays it."""
+    j = WorkLeaseJournal.open_readonly(path)
+    try:
+        return journal_fields(j)
+    finally:
+        j.close()
+
+
+def coordinator_fields(c: StateShardCoordinator) -> dict[str, object]:
+    """Every field a coordinator persists, unabstracted: its epoch, every lease (owner, time,
+    epoch, generation), the statistics of every known task (zero ones too, exact amounts) and
+    the legacy copies beside its snapshot."""
+    path = c.snapshot_path
+    return {
+        "epoch": c.epoch,
+        "leases": {
+            t: (x.owner, x.updated, x.epoch, x.generation) for t, x in sorted(c.leases.items())
+        },
+        "stats": {
+            t: (s.completions, s.failures, s.reward, s.cost)
+            for t, s in sorted(c.statistics.items())
+        },
+        "legacy copies": legacy_copies(path) if path is not None else [],
+    }
+
+
+def persisted_coordinator(path: Path, legacy: list[str]) -> dict[str, object]:
+    """``coordinator_fields`` as the snapshot at ``path`` (schema 1, see
+    ``impl.coordinator``) says them; ``legacy``: the legacy copies the object expects."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        "epoch": doc["epoch"],
+        "leases": {
+            t: (
+                x["owner"],
+                x["updated"],
+                x["epoch"],
+                tuple(x["generation"]) if "generation" in x else None,
+            )
+            for t, x in sorted(doc["leases"].items())
+        },
+        "stats": {
+            t: (x["completions"], x["failures"], x["reward"], x["cost"])
+            for t, x in sorted(doc["stats"].items())
+        },
+        "legacy copies": legacy,
+    }
+
+
+def legacy_copies(path: Path) -> list[str]:
+    """The names of the legacy copies beside the snapshot at ``path`` (``<name>.legacy*``)."""
+    return sorted(p.name for p in path.parent.glob(path.name + ".legacy*"))
+
+
+def persisted_differences(m: Master, legacy: list[str] | None = None) -> list[str]:
+    """Where what the master's journal and coordinator files hold differs from the objects in
+    memory (every persisted field, ``journal_fields`` and ``coordinator_fields``): ``legacy``
+    are the legacy copies expected beside the snapshot (default: none)."""
+    journal, coordinator = m.journal, m.coordinator
+    if not isinstance(journal, WorkLeaseJournal) or not isinstance(
+        coordinator, StateShardCoordinator
+    ):
+        raise TypeError("a master over a WorkLeaseJournal and a coordinator persists files")
+    pairs = [("journal", journal_fields(journal), persisted_journal(journal.path))]
+    path = coordinator.snapshot_path
+    if path is not None:
+        memory = coordinator_fields(coordinator)
+        memory["legacy copies"] = legacy or []
+        pairs.append(("snapshot", memory, persisted_coordinator(path, legacy_copies(path))))
+    return [
+        f"{name} {key}: memory {mem[key]!r}, disk {disk[key]!r}"
+        for name, mem, disk in pairs
+        for key in mem
+        if mem[key] != disk[key]
+    ]
+
+
 __all__ = [
     "Environment",
     "GenerationNames",
     "TickClock",
     "active_dispatches",
     "clock_domain",
+    "coordinator_fields",
     "coordinator_state",
+    "journal_fields",
     "journal_state",
     "lease_of",
+    "legacy_copies",
     "master_state",
+    "persisted_coordinator",
+    "persisted_differences",
+    "persisted_journal",
     "tick",
 ]

@@ -10,14 +10,16 @@ A scenario is a small JSON document (``tests/scenarios/*.json``)::
 
 ``action`` is a TLA+ action name of ``model.system`` (``DispatchWork``, ``DeliverResult``,
 ``ReclaimExpired``, ``RestartMaster``, ``Tick``, ``RollbackClock``, ``Reboot``,
-``CompactJournal``) or a fault of the conformance machines (``TornTail(w, r, cut)``), with the
+``CompactJournal``, ``LegacyRecord``) or a fault of the conformance machines (``TornTail(w, r, cut)``), with the
 model checker's arguments; the work names ``w1`` .. ``w4`` are the catalogue's work IDs. Replay
 runs the steps through the system machine ``machine`` names (``"system"``, the default, or
 ``"system-pipelined"``: depth 2 with generation fencing, where ``DeliverResult`` takes the
 model checker's seven arguments ``(r, w, t, ok, keep, g, p)``: the message's generation and
 the one it presents, 0 for none), so every step is compared between model and
 implementation, the two-state properties are checked, and every invariant is checked after it;
-``expect`` pins the outcome the fixed protocol must give (the step a defect gets wrong).
+An optional ``bounds`` object (the model's ``Bounds`` fields, work names ``w1`` ..; written by
+``conformance.transitions`` for a failing transition) runs the machine under those bounds
+instead of its own (their TTL, ranks and limits). ``expect`` pins the outcome the fixed protocol must give (the step a defect gets wrong).
 A failing Hypothesis example is saved in this format when ``LEASEFENCE_SAVE_SCENARIOS=DIR`` is set.
 """
 
@@ -30,9 +32,14 @@ from typing import Any
 
 from leasefence.conformance import strategies as gen
 from leasefence.conformance.machines import MACHINES, SystemMachine
+from leasefence.conformance.machines.system import bounded
+from leasefence.model.system import Bounds
 
 #: The model checker's work names, as the catalogue's work IDs (same tasks: w1, w2 -> s1).
 WORK_NAMES = {f"w{i}": str(item.work_id) for i, item in enumerate(gen.CATALOGUE, start=1)}
+
+#: The model checker's name of each catalogue work ID (``w1`` for W1 ...).
+MODEL_NAMES = {v: k for k, v in WORK_NAMES.items()}
 
 _FIELDS = {
     "DispatchWork": ("ok", "taken", "refused", "undone"),
@@ -62,6 +69,7 @@ def _call(m: SystemMachine, action: str, args: list[Any]) -> None:
         "Reboot": m.do_reboot,
         "CompactJournal": m.do_compact_journal,
         "TornTail": lambda: m.do_torn_tail(_work(args[0]), int(args[1]), int(args[2])),
+        "LegacyRecord": lambda: m.do_legacy_record(_work(args[0]), int(args[1])),
     }
     if action not in steps:
         raise ValueError(f"unknown scenario action {action!r} (known: {', '.join(steps)})")
@@ -83,6 +91,8 @@ def replay(doc: dict[str, Any]) -> list[dict[str, Any]]:
     machine = MACHINES.get(str(doc.get("machine", "system")))
     if machine is None or not issubclass(machine, SystemMachine):
         raise ValueError(f"a scenario replays on a system machine, not {doc.get('machine')!r}")
+    if "bounds" in doc:
+        machine = bounded(machine, bounds_of(doc["bounds"]))
     m = machine(start=int(doc.get("start", gen.START)))
     outcomes = []
     try:
@@ -103,6 +113,24 @@ def replay(doc: dict[str, Any]) -> list[dict[str, Any]]:
     finally:
         m.teardown()
     return outcomes
+
+
+def bounds_doc(b: Bounds) -> dict[str, Any]:
+    """``b`` as JSON (model work names), for a scenario file."""
+    doc: dict[str, Any] = {
+        k: v for k, v in vars(b).items() if k not in ("task_of", "works", "tasks", "flavour")
+    }
+    doc["ranks"] = list(b.ranks)
+    doc["task_of"] = [[MODEL_NAMES.get(w, w), t] for w, t in b.task_of]
+    return doc
+
+
+def bounds_of(doc: dict[str, Any]) -> Bounds:
+    """The bounds of a scenario's ``bounds`` document (catalogue work IDs)."""
+    fields = {k: v for k, v in doc.items() if k in Bounds.__dataclass_fields__}
+    fields["ranks"] = tuple(fields.get("ranks", ()))
+    fields["task_of"] = tuple((WORK_NAMES.get(w, w), t) for w, t in fields.get("task_of", ()))
+    return Bounds(**fields)
 
 
 def load(path: str | Path) -> dict[str, Any]:

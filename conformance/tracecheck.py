@@ -32,7 +32,8 @@ which types and checks every field; replay dispatches each step from ``REPLAY``,
 per traced event, and checks invariants in ``check_invariants`` alone.
 
 Every replayed state is also checked against the invariants, and every step against the step
-properties (``model.invariants``), so a trace the model allows but that breaks L1-L7 (a run of
+properties (``model.invariants``, in their incremental form ``model.incremental``: the same
+verdicts reading only what a step changed, so replay is linear in the trace), so a trace the model allows but that breaks L1-L7 (a run of
 a flavour or bounds under which the protocol is unsafe, such as rank fencing at depth 2) is
 reported too. ``NoStuckLease`` is left out: it is a property of the rules over a time horizon,
 not of one run, and costs a scan of ``2 * TTL`` ticks per lease.
@@ -61,11 +62,21 @@ from leasefence.conformance.traceformat import (
     parse,
 )
 from leasefence.impl.wire import Generation
+from leasefence.model import incremental
 from leasefence.model.check import flatten
-from leasefence.model.invariants import STATE_INVARIANTS, STEP_PROPERTIES
 from leasefence.model.journal import lease_work
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
-from leasefence.model.state import Coordinator, Journal, Lease, State, StateLease, Stats, get
+from leasefence.model.state import (
+    Coordinator,
+    Journal,
+    Lease,
+    State,
+    StateLease,
+    Stats,
+    as_ids,
+    as_map,
+    get,
+)
 from leasefence.model.system import (
     DISPATCH_STEPS,
     FENCE_GENERATION,
@@ -81,21 +92,21 @@ from leasefence.model.system import (
 
 __all__ = ["ACTIONS", "TraceFormatError", "TraceReport", "validate"]
 
-#: The invariants checked on every replayed state (see the module's notes).
-TRACE_INVARIANTS = {k: v for k, v in STATE_INVARIANTS.items() if k != "NoStuckLease"}
+
+def broken(before: State, after: State, b: Bounds, since: State | None = None) -> list[str]:
+    """The invariants ``after`` breaks and the step properties ``before -> after`` breaks (all
+    but ``NoStuckLease``, see the module's notes), given that ``since`` (if any, the last state
+    checked under ``b``) keeps every invariant."""
+    return incremental.violated(before, after, b, since, skip=("NoStuckLease",))
 
 
-def broken(before: State, after: State, b: Bounds) -> list[str]:
-    """The invariants ``after`` breaks and the step properties ``before -> after`` breaks."""
-    bad = [name for name, check in TRACE_INVARIANTS.items() if not check(after, b)]
-    return bad + [name for name, step in STEP_PROPERTIES.items() if not step(before, after, b)]
-
-
-def check_invariants(name: str, before: State, after: State, b: Bounds) -> str | None:
+def check_invariants(
+    name: str, before: State, after: State, b: Bounds, since: State | None = None
+) -> str | None:
     """The one place a replayed step is checked against the invariants and step properties:
     the divergence to report when ``before -> after`` (a step ``name`` the model allows)
-    breaks any, else None."""
-    bad = broken(before, after, b)
+    breaks any, else None. ``since``: as for ``broken``."""
+    bad = broken(before, after, b, since)
     if not bad:
         return None
     return (
@@ -193,7 +204,7 @@ class Replay:
 def replay_dispatch_work(rp: Replay, ev: DispatchWork) -> str | None:
     """DispatchWork(w, r): granted, or refused at the same step, as the model decides."""
     s, b, w, r = rp.s, rp.b, ev.w, ev.r
-    if w not in b.works:
+    if w not in b.work_set:
         return f"DispatchWork of {w!r}, which the Header does not list"
     if len(dispatches_of(s, r)) >= b.pipeline:
         return (
@@ -203,7 +214,7 @@ def replay_dispatch_work(rp: Replay, ev: DispatchWork) -> str | None:
     injected = ev.refused if ev.refused in DISPATCH_STEPS[:3] else None
     model_gen = next_generation(s, b)
     out, t = dispatch_work(s, w, r, b, refuse=injected)
-    if out.ok != ev.ok or (not out.ok and out.refused != ev.refused):
+    if out.ok != ev.ok or out.refused != ev.refused:
         return (
             f"DispatchWork({w!r}, {r}): implementation ok={ev.ok} refused={ev.refused!r}, "
             f"model ok={out.ok} refused={out.refused!r}; state before: {state_text(s)}"
@@ -299,17 +310,20 @@ def validate(lines: Iterable[str] | Trace) -> TraceReport:
     header = trace.header
     rp = Replay(bounds_from_header(header))
     report = TraceReport(torn_tail=trace.torn_tail, pipeline=header.pipeline, fence=header.fence)
+    checked: State | None = None  # the last state checked under the current bounds
     for ev in trace.events[1:]:
         if isinstance(ev, Header):
             rp.join(ev)
+            checked = None
             continue
         rp.tick(ev.now)
         before = rp.s
-        problem = rp.apply(ev) or check_invariants(ev.event, before, rp.s, rp.b)
+        problem = rp.apply(ev) or check_invariants(ev.event, before, rp.s, rp.b, checked)
         report.rollbacks, report.lost_steps = rp.rollbacks, rp.lost_steps
         if problem is not None:
             report.divergence, report.line = problem, ev.line
             return report
+        checked = rp.s
         rp.steps += 1
         report.steps = rp.steps
         report.counts[ev.event] = report.counts.get(ev.event, 0) + 1
@@ -368,9 +382,10 @@ def _journal_of(lease: JournalLease, names: GenerationNames) -> Lease:
 def journal_of(recovered: Recovered, names: GenerationNames) -> Journal:
     """The journal a restarted master read from disk, its generations named by ``names``."""
     j = recovered.journal
-    leases = tuple(sorted((w, _journal_of(x, names)) for w, x in j.leases.items()))
     return Journal(
-        leases=leases, completed=frozenset(j.completed), attempts=tuple(sorted(j.attempts.items()))
+        leases=as_map((w, _journal_of(x, names)) for w, x in j.leases.items()),
+        completed=as_ids(j.completed),
+        attempts=as_map(j.attempts),
     )
 
 
@@ -378,13 +393,11 @@ def _adopt(s: State, recovered: Recovered, names: GenerationNames) -> State:
     """The model state a trace starts from when its first step is a restart on existing files."""
     doc = recovered.coordinator
     epoch = doc.epoch - 1  # the new master had already loaded into the next epoch
-    leases = tuple(
-        sorted(
-            (t, StateLease(x.owner, 0, x.epoch, names.name(x.owner, x.gen)))
-            for t, x in doc.leases.items()
-        )
+    leases = as_map(
+        (t, StateLease(x.owner, 0, x.epoch, names.name(x.owner, x.gen)))
+        for t, x in doc.leases.items()
     )
-    stats = tuple(sorted((t, Stats(c, f, c, c + f)) for t, (c, f) in doc.stats.items()))
+    stats = as_map((t, Stats(c, f, c, c + f)) for t, (c, f) in doc.stats.items())
     coordinator = Coordinator(epoch=max(epoch, 1), leases=leases, stats=stats)
     return s._replace(journal=journal_of(recovered, names), coordinator=coordinator)
 

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("crashcheck", "leasefence.harness.crash.layer:layer_crashcheck"),
     ("campaign", "leasefence.harness.campaign.layer:layer_campaign"),
     ("conformance", "leasefence.conformance.layer:layer_conformance"),
+    ("transitions", "leasefence.conformance.transition_layer:layer_transitions"),
     ("crosshair", "leasefence.conformance.contracts:verify_rows"),
     ("planted bugs", "leasefence.harness.mutants.layer:verify_rows"),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import CLOCK_UNIX, reclaimable
-from leasefence.model.state import Coordinator, StateLease, Stats, drop, get, put
+from leasefence.model.state import Coordinator, Map, StateLease, Stats, as_map, drop, get, put
 
 FIXED = Flavour.FIXED
 
@@ -19,7 +19,7 @@ def active_lease(c: Coordinator, task: str) -> StateLease | None:
     return lease if lease is not None and lease.epoch == c.epoch else None
 
 
-def _add(c: Coordinator, task: str, delta: Stats) -> tuple[tuple[str, Stats], ...]:
+def _add(c: Coordinator, task: str, delta: Stats) -> Map[str, Stats]:
     old = get(c.stats, task) or Stats()
     return put(
         c.stats,
@@ -124,7 +124,10 @@ def recover_states(
     )
     if not gone:
         return (), c
-    return gone, c._replace(leases=tuple((t, s) for t, s in c.leases if t not in gone))
+    leases = c.leases
+    for t in gone:
+        leases = drop(leases, t)
+    return gone, c._replace(leases=leases)
 
 
 def restart_coordinator(c: Coordinator) -> Coordinator:
@@ -134,5 +137,6 @@ def restart_coordinator(c: Coordinator) -> Coordinator:
     epoch is now older than the coordinator's, so it grants no ownership and the first
     ``recover_states`` clears it.
     """
-    leases = tuple((t, s._replace(updated=0)) for t, s in c.leases)
+    pairs = tuple((t, s._replace(updated=0)) for t, s in c.leases)
+    leases: Map[str, StateLease] = pairs if type(c.leases) is tuple else as_map(pairs)
     return c._replace(epoch=c.epoch + 1, leases=leases)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, reclaimable
-from leasefence.model.state import Journal, Lease, drop, get, put
+from leasefence.model.state import Journal, Lease, add, drop, get, put
 
 FIXED = Flavour.FIXED
 
@@ -68,7 +68,7 @@ def complete_work(
     lease = get(j.leases, work)
     if worker is not None and (lease is None or (lease.owner, lease.gen) != (worker, gen)):
         return False, j
-    return True, j._replace(leases=drop(j.leases, work), completed=j.completed | {work})
+    return True, j._replace(leases=drop(j.leases, work), completed=add(j.completed, work))
 
 
 def abandon_work(
@@ -101,7 +101,10 @@ def recover_work(
     )
     if not gone:
         return (), j
-    return gone, j._replace(leases=tuple((w, lease) for w, lease in j.leases if w not in gone))
+    leases = j.leases
+    for w in gone:
+        leases = drop(leases, w)
+    return gone, j._replace(leases=leases)
 
 
 def compact_journal(j: Journal) -> Journal:

@@ -16,7 +16,7 @@ from leasefence.model import coordinator as co
 from leasefence.model import journal as jo
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import authoritative_state_task
-from leasefence.model.state import Dispatch, State
+from leasefence.model.state import Dispatch, State, add, discard
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,28 @@ class Bounds:
     def tasks(self) -> tuple[str, ...]:
         return tuple(sorted({t for _, t in self.task_of}))
 
+    @cached_property
+    def work_set(self) -> frozenset[str]:
+        return frozenset(self.works)
+
+    @cached_property
+    def task_set(self) -> frozenset[str]:
+        return frozenset(self.tasks)
+
+    @cached_property
+    def rank_set(self) -> frozenset[int]:
+        return frozenset(self.ranks)
+
+    @cached_property
+    def _task_map(self) -> dict[str, str]:
+        return dict(self.task_of)
+
     @property
     def legacy_stamp(self) -> int:
         return self.max_wall + 1
 
     def task(self, work: str) -> str:
-        return dict(self.task_of)[work]
+        return self._task_map[work]
 
     @property
     def generations(self) -> bool:
@@ -167,9 +183,9 @@ def dispatch_work(
         taken.append(step)
     net, gnet = s.net, s.gnet
     if b.generations:
-        gnet = gnet | {(rank, work, gen)}
+        gnet = add(gnet, (rank, work, gen))
     else:
-        net = net | {(rank, work)}
+        net = add(net, (rank, work))
     return DispatchOutcome(True, tuple(taken), None, ()), s._replace(
         journal=j,
         coordinator=c,
@@ -219,9 +235,9 @@ def deliver_result(
     """
     p = gen if presented is None else presented
     if gen:
-        gnet, net = (s.gnet if keep else s.gnet - {(rank, work, gen)}), s.net
+        gnet, net = (s.gnet if keep else discard(s.gnet, (rank, work, gen))), s.net
     else:
-        gnet, net = s.gnet, (s.net if keep else s.net - {(rank, work)})
+        gnet, net = s.gnet, (s.net if keep else discard(s.net, (rank, work)))
     dups = s.dups + 1 if keep else s.dups
     mine = dispatches_of(s, rank)
     found = [d for d in mine if (d.gen == p if p else d.work == work)]

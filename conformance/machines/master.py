@@ -57,7 +57,7 @@ class MasterMachine(ConformanceMachine):
         self.journal_path = self.dir / "journal.jsonl"
         self.snapshot_path = self.dir / "snapshot.json"
         self.master: Master | None = None
-        self.transport = InProcessTransport(_result_worker, gen.RANKS)
+        self.transport = InProcessTransport(_result_worker, self.BOUNDS.ranks)
         self.names = GenerationNames()
         self.outbox: dict[Message, Envelope] = {}
         self.sent_attempt: dict[Message, int] = {}
@@ -91,7 +91,7 @@ class MasterMachine(ConformanceMachine):
             self.journal_path,
             self.snapshot_path,
             gen.CATALOGUE,
-            ttl=gen.TTL,
+            ttl=self.BOUNDS.ttl,
             clock=self.clock,
             trace=self.trace,
             reservation_limits=gen.RESERVATION_LIMITS,
@@ -118,7 +118,9 @@ class MasterMachine(ConformanceMachine):
 
     def free_ranks(self) -> list[int]:
         """The ranks with a free dispatch slot (at depth 1: the idle ranks)."""
-        return [r for r in gen.RANKS if len(sy.dispatches_of(self.m, r)) < self.BOUNDS.pipeline]
+        return [
+            r for r in self.BOUNDS.ranks if len(sy.dispatches_of(self.m, r)) < self.BOUNDS.pipeline
+        ]
 
     def consulted(self, rank: int, work: str, presented: int) -> Dispatch | None:
         """The rank's dispatch the master checks a result against (the model's lookup): the one

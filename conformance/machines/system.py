@@ -3,7 +3,8 @@ validation at the end of every run."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from hypothesis.stateful import initialize, rule
 
@@ -11,6 +12,7 @@ from leasefence.conformance import strategies as gen
 from leasefence.conformance.coverage import COVERAGE
 from leasefence.conformance.machines.base import ConformanceFailure
 from leasefence.conformance.machines.master import MasterMachine
+from leasefence.conformance.refinement import coordinator_fields, persisted_differences
 from leasefence.conformance.tracecheck import validate
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import WorkLeaseJournal, encode_record, legacy_lease_line
@@ -19,6 +21,27 @@ from leasefence.model import journal as jo
 from leasefence.model import system as sy
 from leasefence.model.rules import CLOCK_UNIX
 from leasefence.model.state import get
+from leasefence.model.system import Bounds
+
+M = TypeVar("M", bound="SystemMachine")
+
+
+#: A memory file system, when there is one: the transition replay's files go there (fsync is
+#: then free; every write, rename and fsync call still runs).
+MEMORY_DIR = "/dev/shm"
+
+
+def bounded(machine: type[M], bounds: Bounds, workdir: str | None = None) -> type[M]:
+    """``machine`` running under ``bounds`` (its ranks, TTL, depth, fence and limits; the work
+    IDs must be the catalogue's), its files in ``workdir``: the transition replay's and a
+    bounded scenario's machine."""
+    attrs = {
+        "NAME": f"{machine.NAME} at bounds",  # its own coverage counts, apart from Hypothesis's
+        "BOUNDS": replace(bounds),
+        "WORKDIR": workdir,
+        "__doc__": bounded.__doc__,
+    }
+    return type(f"{machine.__name__}Bounded", (machine,), attrs)
 
 
 class SystemMachine(MasterMachine):
@@ -46,8 +69,8 @@ class SystemMachine(MasterMachine):
         task_of = {str(i.work_id): str(i.state_task_id) for i in gen.CATALOGUE}
         self.trace = TraceWriter(
             self.trace_path,
-            ttl=gen.TTL,
-            ranks=gen.RANKS,
+            ttl=self.BOUNDS.ttl,
+            ranks=self.BOUNDS.ranks,
             task_of=task_of,
             pipeline=self.BOUNDS.pipeline,
             fence=self.BOUNDS.fence,
@@ -65,10 +88,39 @@ class SystemMachine(MasterMachine):
         self.opened = True
         self.compare("open", (legacy,))
 
+    def compare(self, action: str, args: tuple[object, ...]) -> None:
+        """The master machine's comparison, then every persisted field: what the journal and
+        snapshot files hold, read afresh, equals the objects in memory."""
+        super().compare(action, args)
+        wrong = persisted_differences(self.master_())
+        if wrong:
+            raise ConformanceFailure(
+                f"after {action}{args} the files differ from memory:\n  " + "\n  ".join(wrong)
+            )
+
+    def surviving(self) -> dict[str, object]:
+        """What a restart must keep exactly: every task's statistics (zero ones included) and
+        the journal's completed IDs and attempts."""
+        coordinator = self.master_().coordinator
+        assert isinstance(coordinator, StateShardCoordinator)
+        journal = self.master_().journal
+        assert isinstance(journal, WorkLeaseJournal)
+        return {
+            "stats": coordinator_fields(coordinator)["stats"],
+            "completed": journal.completed,
+            "attempts": dict(journal.attempts),
+        }
+
+    def check_survived(self, before: dict[str, object]) -> None:
+        after = self.surviving()
+        lost = [f"{k}: {before[k]!r} -> {after[k]!r}" for k in before if before[k] != after[k]]
+        if lost:
+            raise ConformanceFailure("a restart did not keep " + "; ".join(lost))
+
     def killing(self) -> None:
         """Book a master kill: the results in flight of ranks holding two dispatches (beyond
         depth 1) will be late across the restart."""
-        full = [r for r in gen.RANKS if len(sy.dispatches_of(self.m, r)) > 1]
+        full = [r for r in self.BOUNDS.ranks if len(sy.dispatches_of(self.m, r)) > 1]
         if full:
             self.case("master restart with two dispatches on one rank")
         mine = {(r, d.work, d.gen) for r in full for d in sy.dispatches_of(self.m, r)}
@@ -87,12 +139,42 @@ class SystemMachine(MasterMachine):
             return self.m.coordinator.epoch
 
         def impl() -> int:
+            before = self.surviving()
             self.master = self.master_().restart_master()
+            self.check_survived(before)
             coordinator = self.master.coordinator
             assert isinstance(coordinator, StateShardCoordinator)
             return coordinator.epoch
 
         self.step("restart_master", (), model, impl)
+
+    def do_legacy_record(self, work: str, worker: int) -> None:
+        """LegacyRecord(w, r) on a running master (enabled while the journal holds no record):
+        its journal is closed, given one line in F314's original format stamped
+        ``BOUNDS.legacy_stamp``, and opened again; nothing else restarts. The trace cannot
+        explain the record, so the run's trace is not validated."""
+        self.case("legacy record while running")
+        self.legacy_start = True
+        stamp = self.BOUNDS.legacy_stamp
+
+        def model() -> bool:
+            ok, journal = jo.legacy_record(self.m.journal, work, worker, stamp)
+            self.m = self.m._replace(journal=journal)
+            return ok
+
+        def impl() -> bool:
+            master = self.master_()
+            journal = master.journal
+            assert isinstance(journal, WorkLeaseJournal)
+            if journal.attempts:
+                return False
+            journal.close()
+            with self.journal_path.open("ab") as fh:
+                fh.write(legacy_lease_line(work, worker, stamp))
+            master.journal = WorkLeaseJournal(self.journal_path, clock=master.clock)
+            return True
+
+        self.step("legacy_record", (work, worker), model, impl)
 
     def would_be_record(self, work: str, worker: int) -> bytes:
         body: dict[str, Any] = {
@@ -121,11 +203,13 @@ class SystemMachine(MasterMachine):
             self.m = sy.restart_master(self.m, self.BOUNDS)
 
         def impl() -> None:
+            before = self.surviving()
             self.master_().close()
             self.master = None
             with self.journal_path.open("ab") as fh:
                 fh.write(record[:cut])
             self.master = self.open_master()
+            self.check_survived(before)
 
         self.step("torn_tail", (work, worker, cut), model, impl)
 

@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from leasefence.model.check import reachable
-from leasefence.model.state import Coordinator, Dispatch, Journal, Lease, State, StateLease, Stats
+from leasefence.model.state import (
+    Coordinator,
+    Dispatch,
+    Journal,
+    Lease,
+    State,
+    StateLease,
+    Stats,
+    as_ids,
+    as_map,
+)
 from leasefence.model.system import Bounds
 from leasefence.tlc.configs import TLA_DIR, config_constants, constant_text
 from leasefence.tlc.jar import Tools
@@ -161,9 +171,9 @@ def to_model_state(tla: dict[str, Value]) -> State:
         )
     attempts = [(_str(w), _int(n)) for w, n in as_mapping(j["attempts"]).items()]
     journal = Journal(
-        leases=tuple(sorted(leases)),
-        completed=frozenset(_str(w) for w in _set(j["completed"])),
-        attempts=tuple(sorted(attempts)),
+        leases=as_map(leases),
+        completed=as_ids(_str(w) for w in _set(j["completed"])),
+        attempts=as_map(attempts),
     )
     state_leases = []
     for t, x in as_mapping(c["leases"]).items():
@@ -186,7 +196,7 @@ def to_model_state(tla: dict[str, Value]) -> State:
             )
         )
     coordinator = Coordinator(
-        epoch=_int(c["epoch"]), leases=tuple(sorted(state_leases)), stats=tuple(sorted(stats))
+        epoch=_int(c["epoch"]), leases=as_map(state_leases), stats=as_map(stats)
     )
     active = []
     if isinstance(tla["active"], frozenset):

@@ -57,7 +57,7 @@ def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
 ) -> None:
     goals = report_json["goals"]
     assert isinstance(goals, list)
-    assert len(goals) == 9
+    assert len(goals) == 10
     assert {g["status"] for g in goals} <= {"PASS", "MISS", "SKIP"}
     dispatch = [g for g in goals if "master" in g["name"]]
     assert [g["status"] for g in dispatch] == ["SKIP", "SKIP"]  # dispatch was not run
@@ -94,4 +94,4 @@ def test_an_unknown_benchmark_name_is_a_usage_error(capsys: pytest.CaptureFixtur
         main(["bench", "--only", "journal,nosuch"])
     assert exc.value.code == 2
     assert "nosuch" in capsys.readouterr().err
-    assert set(BENCHMARKS) == {"journal", "recovery", "dispatch", "verification"}
+    assert set(BENCHMARKS) == {"journal", "recovery", "dispatch", "verification", "trace"}

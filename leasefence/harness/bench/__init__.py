@@ -18,11 +18,12 @@ Benchmarks (``BENCHMARKS``):
                   ``mpiexec -n 3`` jobs of ``mpi_job``.
 ``verification``  the model checker's states per second against TLC's on the same bounds;
                   conformance steps per second.
+``trace``         ``trace check`` steps per second on synthesized runs of 10³, 10⁴, 10⁵ items.
 
 Run with ``make bench`` or ``leasefence bench [--json PATH] [--full | --tiny] [--only NAMES]``.
 One module per concern: ``runner`` (the run and its report), ``common`` (sizes, interleaving,
 medians), ``goals`` (the goals and the other figures), one module per benchmark (``journal``,
-``recovery``, ``dispatch``, ``verification``), and two that only the dispatch benchmark runs:
+``recovery``, ``dispatch``, ``verification``, ``trace``), and two that only the dispatch benchmark runs:
 
 - ``mpi_job`` is one contender of the dispatch benchmark as an MPI job
   (``mpiexec -n 3 python -m leasefence.harness.bench.mpi_job CONTENDER --tasks N --out FILE``;

@@ -16,9 +16,10 @@ from leasefence.harness.bench.dispatch import bench_dispatch
 from leasefence.harness.bench.goals import Goal, goals, other_figures
 from leasefence.harness.bench.journal import bench_journal
 from leasefence.harness.bench.recovery import bench_recovery
+from leasefence.harness.bench.trace import bench_trace
 from leasefence.harness.bench.verification import bench_verification
 
-BENCHMARKS = ("journal", "recovery", "dispatch", "verification")
+BENCHMARKS = ("journal", "recovery", "dispatch", "verification", "trace")
 SCHEMA = 1
 
 
@@ -53,6 +54,7 @@ RUNNERS: dict[str, Callable[[Sizes, Path, Say], dict[str, Any]]] = {
     "recovery": bench_recovery,
     "dispatch": bench_dispatch,
     "verification": bench_verification,
+    "trace": bench_trace,
 }
 
 

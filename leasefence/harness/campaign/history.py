@@ -17,6 +17,7 @@ from leasefence.conformance.traceformat import (
     parse,
 )
 from leasefence.harness.campaign.ledger import History, check_history, journal_done_records
+from leasefence.model.state import as_map
 
 
 def check_build(workdir: Path, work: int, seed: int) -> History:
@@ -110,7 +111,7 @@ def _give_back_interrupted(
         return []
     rp.s = s._replace(
         journal=disk._replace(
-            leases=tuple((w, x) for w, x in disk.leases if w in kept),
+            leases=as_map((w, x) for w, x in disk.leases if w in kept),
             attempts=s.journal.attempts,
         )
     )

@@ -257,5 +257,116 @@ CATALOGUE: tuple[Mutant, ...] = (
     ),
 )
 
+
+#: Issue 20: mutants aimed at persistence, the token checks of every coordinator API, torn-tail
+#: handling, wire validation and the two checkers (model checker, trace validation).
+TRANSITION_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "coordinator-abandon-not-saved",
+        "impl/coordinator.py",
+        (
+            (
+                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
+                "        return self._release(task_id, worker, delta, generation)",
+                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
+                "        self._autosave, saved = False, self._autosave\n"
+                "        try:\n"
+                "            return self._release(task_id, worker, delta, generation)\n"
+                "        finally:\n"
+                "            self._autosave = saved",
+            ),
+        ),
+        "persistence: a booked failure is not saved (lost on restart: L6 statistics)",
+    ),
+    Mutant(
+        "coordinator-restart-drops-zero-stats",
+        "impl/coordinator.py",
+        (
+            (
+                "                self._stats = dict(loaded.stats)\n",
+                "                self._stats = {t: s for t, s in loaded.stats.items() if s.completions}\n",
+            ),
+        ),
+        "persistence: a restart forgets the statistics of tasks that only failed (L6)",
+    ),
+    Mutant(
+        "coordinator-discard-ignores-generation",
+        "impl/coordinator.py",
+        (
+            (
+                "        return self._release(task_id, worker, None, generation)",
+                "        held = self._leases.get(task_id)\n"
+                "        return self._release(task_id, worker, None, held.generation if held else generation)",
+            ),
+        ),
+        "token check: discard accepts any generation of the owner rank (L2, issue 12)",
+    ),
+    Mutant(
+        "coordinator-abandon-ignores-generation",
+        "impl/coordinator.py",
+        (
+            (
+                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
+                "        return self._release(task_id, worker, delta, generation)",
+                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
+                "        held = self._leases.get(task_id)\n"
+                "        return self._release(task_id, worker, delta, held.generation if held else generation)",
+            ),
+        ),
+        "token check: abandon accepts any generation of the owner rank (L2, issue 12)",
+    ),
+    Mutant(
+        "journal-torn-tail-glued",
+        "impl/journal.py",
+        (('            if self._scan.unterminated:\n                data = b"\\n" + data\n', ""),),
+        "torn tail: the next record is glued to an unterminated last line (a record lost)",
+    ),
+    Mutant(
+        "journal-replay-forgets-attempts-of-ended-leases",
+        "impl/journal.py",
+        (
+            (
+                "                attempt = self._attempts.get(work_id, 0)\n",
+                "                attempt = 0\n",
+            ),
+        ),
+        "persistence: a legacy end record zeroes the attempts of its work ID on reopen",
+    ),
+    Mutant(
+        "wire-accepts-any-work-id",
+        "impl/wire.py",
+        (("    if not valid_work_id(work_id):\n", "    if not isinstance(work_id, str):\n"),),
+        "wire validation: a RESULT or WORK with a malformed work ID is accepted",
+    ),
+    Mutant(
+        "tracecheck-skips-empty-reclaims",
+        "conformance/tracecheck.py",
+        (
+            (
+                "    if got != works:\n",
+                "    if got and got != works:\n",
+            ),
+        ),
+        "trace validation: a ReclaimExpired that reclaimed nothing is not compared",
+    ),
+    Mutant(
+        "modelcheck-no-step-properties-on-seen-states",
+        "model/check.py",
+        (
+            (
+                "    return [name for name, step in STEP_PROPERTIES.items() if not step(s, t, b)]\n",
+                "    return []\n",
+            ),
+        ),
+        "model checker: L3/L6/L7 not checked on a transition into an already-seen state",
+    ),
+)
+
+#: The mutants the model at the quick bounds can express (rank fencing, valid input).
+EXPRESSIBLE = frozenset({"coordinator-abandon-not-saved", "coordinator-restart-drops-zero-stats"})
+
+#: Every mutant ``verify --mutants`` runs.
+CATALOGUE = (*CATALOGUE, *TRANSITION_MUTANTS)
+
 #: The F314 defects, which ``make test`` gates on (tests/quality).
 F314_MUTANTS = tuple(m for m in CATALOGUE if m.f314_defect is not None)

@@ -168,6 +168,9 @@ GATE_LAYERS: tuple[GateLayer, ...] = (
     ),
     GateLayer("conformance", ("tests/conformance", "-m", "conformance and not mpi")),
     GateLayer("crash", ("tests/unit/test_crashcheck.py", "-m", "not slow")),
+    # Issue 20: the generated transition tests alone, and the checkers' tests of themselves.
+    GateLayer("transitions", ("tests/conformance/test_transitions.py", "-m", "not slow")),
+    GateLayer("checkers", ("tests/unit/test_checkers_bite.py",)),
 )
 
 

@@ -1,0 +1,120 @@
+"""Every transition of the model's state graph is driven through the implementation in lockstep
+with the model (``conformance.transitions``): the whole graph at the quick bounds here, at the
+CI bounds in the slow tier; a planted bug fails the replay and leaves a scenario that replays."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leasefence.conformance import transitions as tr
+from leasefence.conformance.scenarios import bounds_doc, bounds_of, load
+from leasefence.conformance.scenarios import replay as replay_scenario
+from leasefence.impl.coordinator import StateShardCoordinator
+from leasefence.model.check import explore
+from leasefence.model.system import Bounds
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    logging.disable(logging.WARNING)
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def test_the_graph_is_the_model_checkers_with_every_labelled_edge() -> None:
+    g = tr.graph(tr.CI)
+    checked = explore(tr.CI)
+    assert (len(g.states), len(g.edges)) == (checked.states, checked.transitions) == (9176, 102850)
+    pairs = {(s, t) for s, _, t in g.edges if s != t}
+    assert len(pairs) == 32518  # the issue's figure: distinct state pairs, self-loops left out
+    assert g.self_loops == 31060
+
+
+def test_the_paths_start_at_init_follow_the_graph_and_take_every_edge() -> None:
+    g = tr.graph(tr.QUICK)
+    paths = tr.cover(g)
+    taken = set()
+    for path in paths:
+        assert g.edges[path[0]][0] == 0
+        for a, b in itertools.pairwise(path):
+            assert g.edges[a][2] == g.edges[b][0]
+        taken.update(path)
+    assert taken == set(range(len(g.edges)))
+    assert len(paths) < len(g.edges) / 2
+
+
+def test_every_transition_at_the_quick_bounds_is_driven_through_the_implementation() -> None:
+    result = tr.replay(tr.QUICK)
+    assert not result.failures, result.failures[0].error
+    assert result.covered == result.total == 5523
+    assert result.ok
+
+
+@pytest.mark.slow
+def test_every_transition_at_the_ci_bounds_is_driven_through_the_implementation() -> None:
+    result = tr.replay(tr.CI)
+    assert not result.failures, result.failures[0].error
+    assert result.covered == result.total == 102850
+
+
+def _unsaved_abandon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted persistence bug: the coordinator books a failure but does not save it."""
+    original = StateShardCoordinator.abandon
+
+    def abandon(self: StateShardCoordinator, *args: Any, **kwargs: Any) -> bool:
+        self._autosave = False
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self._autosave = True
+
+    monkeypatch.setattr(StateShardCoordinator, "abandon", abandon)
+
+
+def test_a_planted_bug_fails_the_replay_with_a_shortest_path_saved_as_a_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _unsaved_abandon(monkeypatch)
+    result = tr.replay(tr.QUICK, save=tmp_path)
+    assert not result.ok
+    (failure,) = result.failures
+    assert "files differ from memory" in failure.error
+    assert failure.saved is not None
+    doc = load(failure.saved)
+    g = tr.graph(tr.QUICK)
+    assert len(doc["steps"]) == len(g.prefix(g.edges[failure.edge][0])) + 1
+    with pytest.raises(AssertionError, match="files differ from memory"):
+        replay_scenario(doc)
+    monkeypatch.undo()
+    replay_scenario(doc)  # the fixed implementation passes the same steps
+
+
+def test_a_scenario_with_bounds_and_a_legacy_record_replays_under_those_bounds() -> None:
+    g = tr.graph(tr.QUICK)
+    legacy = next(i for i, (_, label, _) in enumerate(g.edges) if label[0] == "LegacyRecord")
+    path = [*g.prefix(g.edges[legacy][0]), legacy]
+    doc = tr.scenario(g, path, "a test")
+    assert bounds_of(doc["bounds"]) == g.bounds
+    assert doc["steps"][-1]["action"] == "LegacyRecord"
+    replay_scenario(doc)
+    assert bounds_of(bounds_doc(Bounds())) == tr.catalogue_bounds(Bounds())
+
+
+def test_branch_coverage_of_the_journal_coordinator_and_master_is_measured() -> None:
+    from leasefence.conformance.transition_layer import measure
+
+    tiny = Bounds(
+        max_wall=0, max_dups=0, max_leases=1, max_reboots=0, max_rollbacks=0, max_restarts=0
+    )
+    result, found = measure(tiny)
+    assert result.ok
+    assert [b.name for b in found] == ["impl/journal.py", "impl/coordinator.py", "impl/master.py"]
+    for b in found:
+        assert 0 < b.covered < b.total
+        assert len(b.missing) == b.total - b.covered

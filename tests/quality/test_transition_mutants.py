@@ -1,0 +1,27 @@
+"""The issue-20 planted bugs (``catalogue.TRANSITION_MUTANTS``) against the layer aimed at each:
+every mutant the model can express is caught by the generated transition tests alone, every
+checker mutant by the checkers' tests of themselves (slow: one pytest run per mutant and layer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from leasefence.harness.mutants.catalogue import EXPRESSIBLE, TRANSITION_MUTANTS, Mutant
+from leasefence.harness.mutants.gate import GATE_LAYERS, run_gate
+
+LAYER = {layer.name: layer for layer in GATE_LAYERS}
+CHECKER_MUTANTS = {m.name for m in TRANSITION_MUTANTS if not m.path.startswith("impl/")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", TRANSITION_MUTANTS, ids=[m.name for m in TRANSITION_MUTANTS])
+def test_the_mutant_is_caught_by_the_layer_aimed_at_it(mutant: Mutant) -> None:
+    layers = []
+    if mutant.name in EXPRESSIBLE:
+        layers.append(LAYER["transitions"])
+    if mutant.name in CHECKER_MUTANTS:
+        layers.append(LAYER["checkers"])
+    if not layers:
+        pytest.skip("the model cannot express it at these bounds: the catalogue's layers catch it")
+    (result,) = run_gate([mutant], layers)
+    assert all(result.caught_by.values()), (result.caught_by, result.errors)

@@ -1,0 +1,281 @@
+"""The persistent maps of the model state and the incremental invariant checks of trace replay
+give the same answers as the plain definitions they stand in for."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from leasefence.model import incremental, invariants
+from leasefence.model.check import reachable
+from leasefence.model.flavours import Flavour
+from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO
+from leasefence.model.state import (
+    SMALL,
+    Chunked,
+    ChunkedSet,
+    Coordinator,
+    Dispatch,
+    Ids,
+    Journal,
+    Lease,
+    Map,
+    State,
+    StateLease,
+    Stats,
+    add,
+    as_ids,
+    as_map,
+    changed,
+    discard,
+    drop,
+    get,
+    put,
+)
+from leasefence.model.system import Bounds, successors
+
+#: The CI graph: the bounds of ``leasefence model check --max-wall 1 --dups 0`` (9,176 states).
+CI = Bounds(max_wall=1, max_dups=0)
+
+edits = st.lists(
+    st.tuples(st.booleans(), st.integers(0, 400), st.integers(0, 3)), min_size=1, max_size=300
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(edits)
+def test_a_map_edited_at_random_reads_compares_and_prints_as_the_dict_it_stands_for(
+    ops: list[tuple[bool, int, int]],
+) -> None:
+    m: Map[int, int] = ()
+    ref: dict[int, int] = {}
+    versions = [(m, dict(ref))]
+    for is_set, key, value in ops:
+        if is_set:
+            m, ref[key] = put(m, key, value), value
+        else:
+            m = drop(m, key)
+            ref.pop(key, None)
+        versions.append((m, dict(ref)))
+        assert isinstance(m, Chunked) == (len(ref) > SMALL)
+        assert isinstance(m, tuple) == (len(ref) <= SMALL)
+    pairs = tuple(sorted(ref.items()))
+    assert tuple(m) == pairs
+    assert len(m) == len(ref)
+    assert dict(m) == ref
+    assert m == as_map(ref)
+    assert hash(m) == hash(as_map(ref))
+    assert eval(repr(m), {"Chunked": Chunked}) == m
+    assert all(get(m, k) == ref.get(k) for k in range(-1, 402))
+    rng = random.Random(len(ops))
+    for _ in range(20):
+        (a, ra), (b, rb) = rng.choice(versions), rng.choice(versions)
+        want = sorted(k for k in ra.keys() | rb.keys() if ra.get(k, -1) != rb.get(k, -1))
+        assert sorted(changed(a, b)) == want
+        assert (a == b) == (ra == rb)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 300)), min_size=1, max_size=300))
+def test_a_set_edited_at_random_holds_compares_and_prints_as_the_set_it_stands_for(
+    ops: list[tuple[bool, int]],
+) -> None:
+    s: Ids[int] = frozenset()
+    ref: set[int] = set()
+    versions = [(s, set(ref))]
+    for adding, member in ops:
+        if adding:
+            s = add(s, member)
+            ref.add(member)
+        else:
+            s = discard(s, member)
+            ref.discard(member)
+        versions.append((s, set(ref)))
+        assert isinstance(s, ChunkedSet) == (len(ref) > SMALL)
+        assert isinstance(s, frozenset) == (len(ref) <= SMALL)
+    assert set(s) == ref
+    assert s == as_ids(ref)
+    assert hash(s) == hash(as_ids(ref))
+    if isinstance(s, ChunkedSet):
+        assert list(s) == sorted(ref)
+    assert eval(repr(s), {"ChunkedSet": ChunkedSet}) == s
+    rng = random.Random(len(ops))
+    for _ in range(20):
+        (a, ra), (b, rb) = rng.choice(versions), rng.choice(versions)
+        assert sorted(changed(a, b)) == sorted(ra ^ rb)
+        assert (a == b) == (ra == rb)
+
+
+def _full(before: State, after: State, b: Bounds) -> list[str]:
+    return invariants.violated(before, after, b)
+
+
+def test_incremental_and_full_verdicts_agree_on_every_transition_of_the_ci_graph() -> None:
+    transitions = 0
+    for s, _label, t in reachable(CI):
+        transitions += 1
+        want = _full(s, t, CI)
+        assert incremental.violated(s, t, CI, since=s) == want, (s, t)
+    assert transitions == 102_850
+
+
+@pytest.mark.parametrize("flavour", list(Flavour))
+def test_incremental_and_full_verdicts_agree_on_every_transition_of_each_flavour(
+    flavour: Flavour,
+) -> None:
+    b = Bounds(
+        task_of=(("w1", "s1"), ("w2", "s1")),
+        max_wall=1,
+        max_reboots=0,
+        max_rollbacks=0,
+        max_dups=0,
+        flavour=flavour,
+    )
+    for s, _label, t in reachable(b):
+        want = _full(s, t, b)
+        since = None if invariants.violated(None, s, b) else s
+        assert incremental.violated(s, t, b, since=since) == want, (s, t)
+
+
+def _walk(seed: int, steps: int, b: Bounds) -> list[State]:
+    """A random run of the model: the states of ``steps`` steps from Init."""
+    rng = random.Random(seed)
+    s = State()
+    out = [s]
+    for _ in range(steps):
+        s = rng.choice(list(successors(s, b)))[1]
+        out.append(s)
+    return out
+
+
+#: Many work IDs (so that the maps are split into chunks), no exploration limit.
+WIDE = Bounds(
+    task_of=tuple((f"w{i:03}", f"s{i // 2:03}") for i in range(160)),
+    ranks=(1, 2),
+    max_wall=10**9,
+    max_reboots=10**9,
+    max_rollbacks=10**9,
+    max_restarts=10**9,
+    max_attempts=10**9,
+    max_leases=10**9,
+    max_dups=10**9,
+)
+
+
+def _corrupt(s: State, rng: random.Random) -> State:
+    """``s`` with one entry of one map changed to a value at random, often out of range."""
+    j, c = s.journal, s.coordinator
+    w, t = rng.choice(["w000", "w150", "x9"]), rng.choice(["s000", "s075", "x9"])
+    choice = rng.randrange(8)
+    if choice == 0:
+        return s._replace(journal=j._replace(attempts=put(j.attempts, w, rng.choice([0, 1, 5]))))
+    if choice == 1:
+        return s._replace(journal=j._replace(completed=add(j.completed, w)))
+    if choice == 2:
+        lease = Lease(rng.choice([1, 9]), s.wall, rng.choice([CLOCK_MONO, CLOCK_LEGACY, "unix"]))
+        return s._replace(journal=j._replace(leases=put(j.leases, w, lease)))
+    if choice == 3:
+        stats = Stats(rng.choice([-1, 0, 3]), 0, 0, 0)
+        return s._replace(coordinator=c._replace(stats=put(c.stats, t, stats)))
+    if choice == 4:
+        return s._replace(coordinator=c._replace(stats=drop(c.stats, t)))
+    if choice == 5:
+        lease_s = StateLease(rng.choice([1, 9]), s.wall, c.epoch)
+        return s._replace(coordinator=c._replace(leases=put(c.leases, t, lease_s)))
+    if choice == 6:
+        return s._replace(net=add(s.net, (rng.choice([1, 9]), w)))
+    return s._replace(journal=j._replace(attempts=drop(j.attempts, w)))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 250))
+def test_incremental_and_full_verdicts_agree_on_random_states(seed: int, steps: int) -> None:
+    run = _walk(seed, steps, WIDE)
+    rng = random.Random(seed)
+    for since, after in zip(run[-6:], run[-5:], strict=False):
+        bad = _corrupt(after, rng)
+        for t in (after, bad):
+            assert incremental.violated(since, t, WIDE, since=since) == _full(since, t, WIDE)
+
+
+def _base() -> State:
+    """A state that keeps every invariant under ``WIDE``, with 160 entries per map."""
+    works = [w for w, _ in WIDE.task_of]
+    tasks = sorted({t for _, t in WIDE.task_of})
+    return State(
+        wall=5,
+        mono=5,
+        journal=Journal(
+            leases=as_map({"w159": Lease(1, 5, "unix")}),
+            completed=as_ids(works[:159]),
+            attempts=as_map(dict.fromkeys(works, 1)),
+        ),
+        coordinator=Coordinator(
+            leases=as_map({"s079": StateLease(1, 5, 1)}),
+            stats=as_map({t: Stats(2, 0, 2, 2) for t in tasks}),
+        ),
+        active=((1, Dispatch("w159", "s079")),),
+        net=as_ids((1, w) for w in works),
+    )
+
+
+def _planted() -> dict[str, tuple[State, State, Bounds]]:
+    """For each invariant, a step from ``_base()`` to a state that breaks it, and the bounds."""
+    s = _base()
+    j, c = s.journal, s.coordinator
+    mono = replace(WIDE, flavour=Flavour.MONOTONIC_PERSISTED, ttl=3)
+    legacy = Lease(2, 100, CLOCK_LEGACY)
+    return {
+        "TypeOK": (s, s._replace(journal=j._replace(attempts=put(j.attempts, "w007", 0))), WIDE),
+        "L1_SingleOwner": (s, s._replace(active=(*s.active, (2, Dispatch("w159", "s079")))), WIDE),
+        "L2_OwnerFenced": (s, s._replace(journal=j._replace(leases=())), WIDE),
+        "L3_RefusalChangesNothing": (
+            s,
+            s._replace(journal=j._replace(attempts=put(j.attempts, "w123", 2))),
+            WIDE,
+        ),
+        "L4_UnixClockDomain": (
+            s,
+            s._replace(journal=j._replace(leases=put(j.leases, "w159", Lease(1, 5, CLOCK_MONO)))),
+            WIDE,
+        ),
+        "L5_LegacyMigratable": (
+            s,
+            s._replace(journal=j._replace(leases=put(j.leases, "w158", legacy))),
+            mono,
+        ),
+        "L6_NoInheritedOwnership": (
+            s,
+            s._replace(coordinator=c._replace(leases=put(c.leases, "s010", StateLease(2, 5, 1)))),
+            WIDE,
+        ),
+        "L6_StatisticsSurvive": (
+            s,
+            s._replace(coordinator=c._replace(stats=put(c.stats, "s077", Stats(1, 0, 1, 1)))),
+            WIDE,
+        ),
+        "L7_AuthoritativeStateId": (s, s._replace(active=()), WIDE),
+        "NoStuckLease": (
+            s,
+            s._replace(journal=j._replace(leases=put(j.leases, "w158", Lease(2, 100, "unix")))),
+            mono,
+        ),
+    }
+
+
+def test_a_planted_violation_of_each_invariant_is_reported_by_the_full_and_the_incremental_check() -> (
+    None
+):
+    planted = _planted()
+    assert set(planted) == set(invariants.STATE_INVARIANTS) | set(invariants.STEP_PROPERTIES)
+    assert invariants.violated(None, _base(), WIDE) == []
+    for name, (since, bad, b) in planted.items():
+        assert name in invariants.violated(since, bad, b), name
+        assert name in incremental.violated(since, bad, b, since=since), name
+        assert incremental.violated(since, bad, b, since=since) == invariants.violated(
+            since, bad, b
+        ), name

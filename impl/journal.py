@@ -140,6 +140,7 @@ def encode_batch(lines: list[bytes]) -> bytes:
     line whose ``records`` are those records, each with its own ``crc``."""
     if len(lines) == 1:
         return lines[0]
+    # Decoding keeps each record's key order and numbers, so each is re-encoded as it was.
     return encode_record({"event": BATCH, "records": [json.loads(line) for line in lines]})
 
 
@@ -414,14 +415,13 @@ def _scan(data: bytes) -> tuple[Scan, list[_Row]]:
         stop = end + 1 if terminated else len(data)
         raw = data[offset:end] if terminated else data[offset:]
         parsed = _parse_rows(raw, number)
-        zeros = len(raw) - len(raw.rstrip(b"\0")) if not terminated else 0
-        if isinstance(parsed, str) and zeros:
-            # a last record whose newline a crash left as zero bytes: the record is good, the
-            # zeros a torn tail
-            kept = _parse_rows(raw[:-zeros], number)
-            parsed, zeros = (parsed, 0) if isinstance(kept, str) else (kept, zeros)
-        else:
-            zeros = 0
+        zeros = 0
+        if isinstance(parsed, str) and not terminated and raw.endswith(b"\0"):
+            # a last record whose newline a crash left as zero bytes (the file grew, that sector
+            # did not reach the disk): the record is good, the zeros a torn tail
+            kept = _parse_rows(raw.rstrip(b"\0"), number)
+            if not isinstance(kept, str):
+                parsed, zeros = kept, len(raw) - len(raw.rstrip(b"\0"))
         if not isinstance(parsed, str):
             if scan.bad:
                 scan.corrupt = True

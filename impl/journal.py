@@ -17,16 +17,20 @@ value from another boot) and the first ``recover`` reclaims it whatever its valu
 Reading: a bad line (not JSON, wrong checksum, wrong schema) with no good record after it is a
 *torn tail*: ignored on open and, before the next append, cut off and appended to
 ``<journal>.broken``. A final line that is a whole good record but lacks its newline is kept
-(the newline is written before the next record). A bad line followed by a good record is
-corruption: ``JournalCorrupt`` names the file and line, and the file is left as it was
-(``leasefence journal repair`` quarantines bad lines). A non-empty file without one good record
-is a torn tail only if it could be a torn first write (``could_be_torn_first_write``); anything
-else is not a journal (``NotAJournal``) and is never altered. A number outside its range
-(``MAX_WORKER``, ``MAX_ATTEMPT``, ``MAX_TIMESTAMP``) makes a line bad, and is refused on write.
+(the newline is written, and fsynced on its own, before the next record), also when zero bytes
+follow it (a torn tail). A bad line followed by a good record is corruption: ``JournalCorrupt``
+names the file and line, and the file is left as it was (``leasefence journal repair``
+quarantines bad lines). A non-empty file without one good record is a torn tail only if it could
+be a torn first write (``could_be_torn_first_write``); anything else is not a journal
+(``NotAJournal``) and is never altered. A number outside its range (``MAX_WORKER``,
+``MAX_ATTEMPT``, ``MAX_TIMESTAMP``) makes a line bad, and is refused on write.
 
-Writing: every acknowledged record is written whole and fsynced (``sync="always"``), or, with
-``sync="group"``, acknowledged by ``commit()`` after one write and one fsync for the batch. A
-failed write or fsync makes the object unusable (``JournalUnusable`` on every later call).
+Writing: every write appends exactly one line, so that a crash can damage only the last line,
+however the disk orders the sectors of a write: several records written together (``recover``,
+a group ``commit()``) are one ``batch`` line holding them. Every acknowledged record is written
+whole and fsynced (``sync="always"``), or, with ``sync="group"``, acknowledged by ``commit()``
+after one write and one fsync for the batch. A failed write or fsync makes the object unusable
+(``JournalUnusable`` on every later call).
 One writer: an exclusive ``flock`` on ``<journal>.lock`` (a side file, because compaction
 replaces the journal's inode); a read-only open takes no lock and refuses writes. A journal file
 without write permission is refused to writers (``JournalReadOnly``). Every file is opened by
@@ -72,6 +76,8 @@ from leasefence.impl.wire import Generation, valid_generation
 #: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
 #: only an absurd worker number could exceed this.
 MAX_RECORD_BYTES = 4096
+#: The unit a disk may persist or lose on its own in a crash (docs/journal-format.md).
+SECTOR = 512
 
 #: The ranges of a record's numbers (docs/journal-format.md, "Records"), defined once: a value
 #: outside is a bad line when read and ``RecordOutOfRange`` when written, so no absurd value
@@ -90,6 +96,9 @@ LEASE = "lease"
 DONE = "done"
 RECLAIM = "reclaim"
 EVENTS = (LEASE, DONE, RECLAIM)
+#: The line holding several records written together (docs/journal-format.md, "Batches").
+BATCH = "batch"
+_BATCH_START = b'{"event":"batch",'
 
 _WORK_ID = re.compile(r"[0-9a-fA-F]{64}")
 _CRC = re.compile(r"[0-9a-f]{8}")
@@ -146,6 +155,16 @@ def encode_record(body: Mapping[str, Any]) -> bytes:
         {**body, "crc": record_crc(body)}, separators=(",", ":"), ensure_ascii=True, allow_nan=False
     )
     return line.encode("ascii") + b"\n"
+
+
+def encode_batch(lines: list[bytes]) -> bytes:
+    """One journal line (with its newline) holding the records ``lines`` (as ``encode_record``
+    wrote them), in order: the line itself when there is one, else a checksummed ``batch``
+    line whose ``records`` are those records, each with its own ``crc``."""
+    if len(lines) == 1:
+        return lines[0]
+    # Decoding keeps each record's key order and numbers, so each is re-encoded as it was.
+    return encode_record({"event": BATCH, "records": [json.loads(line) for line in lines]})
 
 
 def legacy_lease_line(work_id: str, worker: int, updated: float) -> bytes:
@@ -366,6 +385,44 @@ def _parse_row(raw: bytes, line: int) -> _Row | str:
     return (line, event, work_id, worker, updated, clock, attempt, checksummed, generation)
 
 
+def _parse_batch(raw: bytes, line: int) -> list[_Row] | str:
+    """The records of a ``batch`` line, in order, or the reason it is bad. The line is
+    checksummed as a whole, and each record in it as on a line of its own."""
+    try:
+        doc = _JSON.decode(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return "not a JSON line"
+    except RecursionError:
+        return "nested too deeply"
+    if not isinstance(doc, dict) or doc.get("event") != BATCH:
+        return "not a batch object"
+    crc = doc.pop("crc", None)
+    if not isinstance(crc, str) or not _CRC.fullmatch(crc):
+        return "crc is not 8 lowercase hexadecimal digits"
+    try:
+        expected = record_crc(doc)
+    except ValueError:
+        return "record cannot be put in canonical form"
+    if crc != expected:
+        return f"checksum mismatch (crc {crc}, computed {expected})"
+    records = doc.get("records")
+    if not isinstance(records, list) or not records:
+        return "batch without a list of records"
+    rows: list[_Row] = []
+    for k, record in enumerate(records, 1):
+        parsed = _parse_row(json.dumps(record, separators=(",", ":")).encode("ascii"), line)
+        if isinstance(parsed, str) or not parsed[7]:
+            why = parsed if isinstance(parsed, str) else "no crc"
+            return f"record {k} of the batch is bad ({why})"
+        rows.append(parsed)
+    return rows
+
+
+def _parse_rows(raw: bytes, line: int) -> _Row | list[_Row] | str:
+    """The record, or the records of a batch, on one line, or the reason it is bad."""
+    return _parse_batch(raw, line) if raw.startswith(_BATCH_START) else _parse_row(raw, line)
+
+
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
@@ -389,18 +446,32 @@ def _scan(data: bytes) -> tuple[Scan, list[_Row]]:
         terminated = end >= 0
         stop = end + 1 if terminated else len(data)
         raw = data[offset:end] if terminated else data[offset:]
-        parsed = _parse_row(raw, number)
+        parsed = _parse_rows(raw, number)
+        zeros = 0
+        if isinstance(parsed, str) and not terminated and raw.endswith(b"\0"):
+            # a last record whose newline a crash left as zero bytes (the file grew, that sector
+            # did not reach the disk): the record is good, the zeros a torn tail
+            kept = _parse_rows(raw.rstrip(b"\0"), number)
+            if not isinstance(kept, str):
+                parsed, zeros = kept, len(raw) - len(raw.rstrip(b"\0"))
         if not isinstance(parsed, str):
             if scan.bad:
                 scan.corrupt = True
-            rows.append(parsed)
+            if isinstance(parsed, list):
+                rows.extend(parsed)
+            else:
+                rows.append(parsed)
             scan.unterminated = not terminated
+            if zeros:
+                cut = stop - zeros
+                scan.bad.append(BadLine(number, cut, "zero bytes after the record", data[cut:stop]))
         else:
             scan.bad.append(BadLine(number, offset, parsed, data[offset:stop]))
         offset = stop
     scan.good_end = scan.bad[0].offset if scan.bad else len(data)
     if scan.bad and not scan.corrupt:
-        scan.unterminated = False  # the cut starts at a line boundary
+        # the cut starts at a line boundary, or after a last record followed by zero bytes
+        scan.unterminated = data[scan.good_end - 1 : scan.good_end] not in (b"", b"\n")
     return scan, rows
 
 
@@ -429,14 +500,23 @@ def could_be_torn_first_write(data: bytes) -> bool:
     each a prefix of ``RECORD_START`` or starting with it and shorter than a record (one for each
     crash that cut an append short before a reopen cut the last). Anything else is not a
     journal, and no writer may cut it."""
-    if b"\n" in data:
+    # A whole sector of zeros is a sector of the write that never reached the disk: then the
+    # write's last sector, its newline with it, may have, so the one line may be complete.
+    lost = any(
+        not data[i : i + SECTOR].strip(b"\0") for i in range(0, len(data) - SECTOR + 1, SECTOR)
+    )
+    body = data[:-1] if lost and data.endswith(b"\n") else data
+    if b"\n" in body:
         return False
-    rest = data.replace(b"\0", b"")
+    rest = body.replace(b"\0", b"")
     if not rest:
         return True
-    if not rest.startswith(b"{"):
+    head, brace, tail = rest.partition(b"{")
+    if head and (data[:SECTOR].strip(b"\0") or not all(32 <= c < 127 for c in head)):
+        # Text before the first "{" is the rest of a record whose first sector never reached
+        # the disk: only where the file starts with a whole zero sector, and only record text.
         return False
-    pieces = [b"{" + piece for piece in rest.split(b"{")[1:]]  # a record has one "{", its first
+    pieces = [b"{" + piece for piece in tail.split(b"{")] if brace else []
     return all(
         len(piece) < MAX_RECORD_BYTES
         and (RECORD_START.startswith(piece) or piece.startswith(RECORD_START))
@@ -859,7 +939,7 @@ class WorkLeaseJournal:
         if not self._pending:
             return 0
         lines, self._pending = self._pending, []
-        self._write(b"".join(lines))
+        self._write(encode_batch(lines))
         return len(lines)
 
     def close(self) -> None:
@@ -951,22 +1031,27 @@ class WorkLeaseJournal:
         if self.sync == "group":
             self._pending.extend(lines)
         else:
-            self._write(b"".join(lines))
+            self._write(encode_batch(lines))
         apply()
         self._records += len(lines)
 
     def _write(self, data: bytes) -> None:
-        """Append ``data`` whole and fsync; any failure makes this object unusable."""
+        """Append ``data`` (one line) whole and fsync; any failure makes this object unusable.
+
+        A last record without its newline first gets the newline, fsynced on its own: written
+        together with ``data``, a crash could keep the sectors of ``data`` but not the newline's
+        (zeros), and the record, already replayed, would be cut with them as a torn tail."""
         assert self._fd is not None
         try:
             self._save_torn_tail()
             if self._scan.unterminated:
-                data = b"\n" + data
+                _write_all(self._fd, b"\n")
+                os.fsync(self._fd)
+                self._scan.unterminated = False
             _write_all(self._fd, data)
             os.fsync(self._fd)
         except OSError as err:
             self._fail("a failed write or fsync", err)
-        self._scan.unterminated = False
 
     def _save_torn_tail(self) -> None:
         """Append a torn tail to ``<journal>.broken`` durably, then cut it off the journal."""
@@ -978,7 +1063,8 @@ class WorkLeaseJournal:
         _append_durably(self.path.with_name(self.path.name + ".broken"), tail)
         os.ftruncate(self._fd, self._scan.good_end)
         os.fsync(self._fd)
-        self._scan = Scan(records=[], size=self._scan.good_end, good_end=self._scan.good_end)
+        end = self._scan.good_end
+        self._scan = Scan(size=end, good_end=end, unterminated=self._scan.unterminated)
 
     def _fail(self, what: str, err: OSError) -> NoReturn:
         self._failure = f"{what} ({err})"
@@ -1077,6 +1163,7 @@ __all__ = [
     "Scan",
     "WorkLeaseJournal",
     "could_be_torn_first_write",
+    "encode_batch",
     "encode_record",
     "legacy_lease_line",
     "lock_path",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from leasefence.cli.argtypes import nonneg
+from leasefence.harness.crash.disk import MODELS
 from leasefence.harness.crash.runner import QUICK_POINTS, QUICK_SIZE, crashcheck
 
 
@@ -14,8 +15,10 @@ def configure(p: argparse.ArgumentParser) -> None:
         "Runs seeded journal and coordinator workloads in a forked child that acknowledges "
         "each call after it returned. Family kill: SIGKILL after every mutating file call "
         "(writes, fsyncs, renames, truncates, creates). Family power: replays the recorded "
-        "file operations with unsynced ones lost, the last write cut at every byte and "
-        "renames not made durable undone. After each crash the files are reopened and "
+        "file operations with unsynced ones lost and renames not made durable undone; the "
+        "first lost write is lost whole (model whole), cut at every byte (model torn), or "
+        "kept as any subset of its 512-byte sectors, zeros where the file grew (model "
+        "sectors). After each crash the files are reopened and "
         "checked against the reference model: no acknowledged operation lost, nothing "
         "unacknowledged, L1-L6 hold, no error on opening. Exits 1 on any violation."
     )
@@ -38,6 +41,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"small run: {QUICK_POINTS} points, {QUICK_SIZE}-call workloads, one kill round",
     )
+    p.add_argument(
+        "--model",
+        action="append",
+        choices=MODELS,
+        help="power-loss model(s) to try, repeatable (default: all of " + ", ".join(MODELS) + ")",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the figures and violations here")
     p.add_argument(
         "--replay",
@@ -58,4 +67,5 @@ def _run(args: argparse.Namespace) -> int:
         replay_spec=args.replay,
         json_path=args.json,
         quiet=args.quiet,
+        models=tuple(m for m in MODELS if m in args.model) if args.model else MODELS,
     )

@@ -74,7 +74,9 @@ def journal(path: Path, clock: Clock) -> Iterator[WorkLeaseJournal]:
 
 
 def lines(path: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in path.read_bytes().splitlines()]
+    """The records of the journal at ``path`` in order, those of a batch line included."""
+    docs = [json.loads(line) for line in path.read_bytes().splitlines()]
+    return [r for d in docs for r in (d["records"] if d["event"] == "batch" else [d])]
 
 
 # -- F314 §4, items 1-3 ---------------------------------------------------------------------

@@ -28,6 +28,7 @@ from leasefence.impl.journal import (
     MAX_TIMESTAMP,
     MAX_WORKER,
     WorkLeaseJournal,
+    encode_batch,
     encode_record,
     parse_line,
     repair_journal,
@@ -55,6 +56,9 @@ def _record(work_id: str = A, **fields: object) -> bytes:
 
 
 FIRST = _record()
+#: A first write of several records: one batch line over three sectors.
+BATCH = encode_batch([_record(f"{i:064x}") for i in range(8)])
+assert len(BATCH) > 1024
 
 #: Files that are not journals: no good record, and not a torn first write either.
 NOT_JOURNALS = {
@@ -66,6 +70,9 @@ NOT_JOURNALS = {
     "a good record cut, then text": FIRST[:40] + b"\nmore text\n",
     "a record's beginning, then a JSON object": FIRST[:20] + b'{"schema": 1}',
     "binary data": b"\0\0\x7fELF\x02\x01\0\0",
+    "a zero sector, then binary data": bytes(512) + b"\x89PNG\r\x1a\x00\x00",
+    "text after zeros short of a sector": bytes(100) + b'ker":3}',
+    "a zero sector, then two lines": bytes(512) + b'{"event":"lease"}\n{"event":"done"}\n',
 }
 
 #: Every way to open a journal, as (name, opener).
@@ -147,6 +154,9 @@ def test_a_master_refuses_a_journal_path_holding_another_file_before_writing_any
         FIRST[:60] + bytes(len(FIRST) - 60),  # the rest of the write zero-filled by the crash
         bytes(len(FIRST)),  # none of the write reached the disk, the file grew
         FIRST[:1] + FIRST[:30],  # two crashes, each in the first append, no append between
+        bytes(512) + FIRST[20:-1],  # its first sector lost (zeros), a later one on disk
+        bytes(512) + FIRST[20:],  # the same, with the write's newline in its last sector
+        BATCH[:512] + bytes(512) + BATCH[1024:],  # a batch's middle sector lost
     ],
     ids=[
         "1 byte",
@@ -157,6 +167,9 @@ def test_a_master_refuses_a_journal_path_holding_another_file_before_writing_any
         "zero-filled",
         "all zeros",
         "torn twice",
+        "first sector lost",
+        "first sector lost, newline kept",
+        "middle sector lost",
     ],
 )
 def test_a_torn_first_record_of_a_fresh_journal_is_still_cut_as_a_torn_tail(

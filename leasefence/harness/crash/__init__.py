@@ -7,7 +7,7 @@ How it works (issue 8), one module per part:
 Workloads (``workloads``)
     A seeded sequence of calls on one ``WorkLeaseJournal`` (lease, complete, abandon, recover,
     compact, commit, reopen; ``sync="always"`` or ``"group"``; sometimes over a journal holding a
-    legacy record) or on one ``StateShardCoordinator`` (lease, complete, abandon, discard,
+    legacy record, perhaps without its newline) or on one ``StateShardCoordinator`` (lease, complete, abandon, discard,
     recover_expired, save, restart; ``autosave`` on or off). The clock is ``BASE + tick`` with a
     tick fixed by the workload, so the reference model (``leasefence.model``) can replay the
     same calls in integer ticks and predict every result and every state.
@@ -39,10 +39,14 @@ Family ``power`` (``runner.check_power``, ``disk``)
     and of the directory, renames, truncates, unlinks) and the acknowledgements between them.
     The parent rebuilds the directory after a simulated power loss at every prefix ``p``: every
     operation made durable by a later fsync (of the file for data, of the directory for names)
-    is kept; of the others, a suffix from a chosen operation ``q`` on is lost, and when ``q``
-    is a write it is also kept cut at every byte (at 64 spread offsets for writes longer than
-    256 bytes). So unsynced tails are lost, renames not yet made durable by a directory fsync
-    may be undone, and writes are torn. States are deduplicated before reopening.
+    is kept; of the others, a suffix from a chosen operation ``q`` on is lost. Three models
+    of write ``q`` (``disk.MODELS``, chosen with ``--model``, figures printed per model):
+    ``whole`` (lost whole), ``torn`` (kept cut at every byte; at 64 spread offsets for writes
+    longer than 256 bytes) and ``sectors`` (any subset of its 512-byte sectors kept, as ext4
+    and XFS may: the file grown to the write's end, zeros in the other sectors where it grew;
+    every subset for writes of up to 8 sectors, 64 seeded ones for longer writes). So unsynced
+    tails are lost, renames not yet made durable by a directory fsync may be undone, and
+    writes are torn or reach the disk in pieces. States are deduplicated before reopening.
 
 The figures and violations of a run are a ``report.Report``; ``runner.run`` and
 ``runner.replay`` are the entry points, ``layer`` the row of ``leasefence verify``.

@@ -37,9 +37,12 @@ def result_json(value: object) -> object:
 
 
 def prepare(w: Workload, directory: Path) -> None:
-    """Put the workload's initial files (a durable legacy journal) into ``directory``."""
+    """Put the workload's initial files (a durable legacy journal, perhaps without its last
+    newline) into ``directory``."""
     if w.kind == "journal" and w.legacy:
         data = legacy_lease_line(w.names[-1], LEGACY_WORKER, float(LEGACY_STAMP))
+        if w.unterminated:
+            data = data.rstrip(b"\n")
         fd = os.open(directory / JOURNAL_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, data)

@@ -1,9 +1,15 @@
 """The crash harness's simulated disk: which recorded file operations survive a power loss at
-each point, and the files they leave."""
+each point, and the files they leave.
+
+Three models of the first lost write (``PowerPoint.model``): ``whole`` (lost whole), ``torn``
+(a prefix kept, cut at a byte) and ``sectors`` (any subset of its 512-byte sectors kept, in any
+order, as ext4 and XFS may leave it: the file grown to its end, the other sectors zero where the
+file grew and old content elsewhere)."""
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +20,16 @@ from typing import Any
 CUT_EVERY_BYTE_UP_TO = 256
 CUTS_OF_LONG_WRITES = 64
 
+#: The sectors model: a write's 512-byte sectors (aligned to the file) persist independently.
+#: Writes of up to ``ALL_SUBSETS_UP_TO`` sectors are tried with every subset kept; longer ones
+#: (whole snapshots) with ``SECTOR_SAMPLES`` seeded subsets, the empty one included.
+SECTOR = 512
+ALL_SUBSETS_UP_TO = 8
+SECTOR_SAMPLES = 64
+
+#: The models of the first lost write, in the order the report prints them.
+MODELS = ("whole", "torn", "sectors")
+
 _DATA = ("write", "trunc", "ftrunc")
 _NAMES = ("create", "rename", "unlink")
 
@@ -23,9 +39,11 @@ class _Disk:
     names: dict[str, int]
     inodes: dict[int, bytearray]
 
-    def apply(self, ev: list[Any], cut: int | None = None) -> None:
+    def apply(self, ev: list[Any], cut: int | None = None, sectors: int | None = None) -> None:
         kind = ev[0]
-        if kind == "create":
+        if kind == "write" and sectors is not None:
+            self._write_sectors(ev, sectors)
+        elif kind == "create":
             self.names[ev[1]] = ev[2]
             self.inodes.setdefault(ev[2], bytearray())
         elif kind == "write":
@@ -49,6 +67,21 @@ class _Disk:
         elif kind == "unlink":
             self.names.pop(ev[1], None)
 
+    def _write_sectors(self, ev: list[Any], mask: int) -> None:
+        """The write ``ev`` with only the sectors in ``mask`` (bit k: its k-th sector) kept; the
+        file grows to the write's end, zeros where no kept sector reached."""
+        data = bytes.fromhex(ev[3])
+        off = ev[2]
+        buf = self.inodes.setdefault(ev[1], bytearray())
+        if len(buf) < off + len(data):
+            buf.extend(bytes(off + len(data) - len(buf)))
+        first = off // SECTOR
+        for k in range(_sector_count(off, len(data))):
+            if mask >> k & 1:
+                a = max(off, (first + k) * SECTOR)
+                b = min(off + len(data), (first + k + 1) * SECTOR)
+                buf[a:b] = data[a - off : b - off]
+
     def files(self) -> dict[str, bytes]:
         return {n: bytes(self.inodes.get(i, b"")) for n, i in sorted(self.names.items())}
 
@@ -62,27 +95,73 @@ def _cuts(size: int) -> list[int]:
     return sorted({1 + (size - 2) * i // (n - 1) for i in range(n)})
 
 
+def _sector_count(off: int, size: int) -> int:
+    return 0 if size <= 0 else (off + size - 1) // SECTOR - off // SECTOR + 1
+
+
+def _subsets(n: int, seed: str) -> list[int]:
+    """The sector masks tried for a write of ``n`` sectors: every one but "all kept" (the write
+    whole), or a seeded sample of them for long writes."""
+    full = (1 << n) - 1
+    if n <= ALL_SUBSETS_UP_TO:
+        return list(range(full))
+    rng = random.Random(seed)
+    picks = {0}
+    while len(picks) < SECTOR_SAMPLES:
+        mask = rng.getrandbits(n)
+        if mask != full:
+            picks.add(mask)
+    return sorted(picks)
+
+
 @dataclass(frozen=True)
 class PowerPoint:
     """A simulated power loss: after ``p`` file operations, losing the unforced ones from ``q``
-    on; ``cut`` bytes of operation ``q`` (a write) kept when not None."""
+    on; of operation ``q`` (a write), ``cut`` bytes kept when not None (model torn), or the
+    sectors in the bit mask ``sectors`` when not None (model sectors)."""
 
     p: int
     q: int
     cut: int | None
+    sectors: int | None = None
+
+    @property
+    def model(self) -> str:
+        """Which model of the first lost write this point belongs to (one of ``MODELS``)."""
+        if self.sectors is not None:
+            return "sectors"
+        return "whole" if self.cut is None else "torn"
 
     def __str__(self) -> str:
+        if self.sectors is not None:
+            return f"{self.p},{self.q},s{self.sectors:x}"
         return f"{self.p},{self.q},{'-' if self.cut is None else self.cut}"
 
     @staticmethod
     def parse(text: str) -> PowerPoint:
         p, q, cut = text.split(",")
+        if cut.startswith("s"):
+            return PowerPoint(int(p), int(q), None, int(cut[1:], 16))
         return PowerPoint(int(p), int(q), None if cut == "-" else int(cut))
 
 
-def power_points(events: list[list[Any]]) -> Iterator[tuple[PowerPoint, int]]:
-    """Every simulated power loss over the recorded ``events``, with the last step acknowledged
-    before it. ``p`` and ``q`` count file operations (acknowledgements excluded)."""
+def _partial_writes(p: int, q: int, ev: list[Any], models: tuple[str, ...]) -> Iterator[PowerPoint]:
+    """The points that keep part of the write ``ev`` (operation ``q``) under ``models``."""
+    size = len(ev[3]) // 2
+    if "torn" in models:
+        for cut in _cuts(size):
+            yield PowerPoint(p, q, cut)
+    if "sectors" in models:
+        for mask in _subsets(_sector_count(ev[2], size), f"{p}:{q}"):
+            yield PowerPoint(p, q, None, mask)
+
+
+def power_points(
+    events: list[list[Any]], models: tuple[str, ...] = MODELS
+) -> Iterator[tuple[PowerPoint, int]]:
+    """Every simulated power loss over the recorded ``events`` under ``models``, with the last
+    step acknowledged before it. ``p`` and ``q`` count file operations (acknowledgements
+    excluded). The points where nothing unforced is kept are model ``whole``."""
     ops = [e for e in events if e[0] != "ack"]
     acked_before: list[int] = []
     acked = -1
@@ -95,12 +174,14 @@ def power_points(events: list[list[Any]]) -> Iterator[tuple[PowerPoint, int]]:
     unforced: list[int] = []
     for p in range(len(ops) + 1):
         a = acked_before[p] if p < len(ops) else acked
-        yield PowerPoint(p, p, None), a
+        if "whole" in models:
+            yield PowerPoint(p, p, None), a
         for q in unforced:
-            yield PowerPoint(p, q, None), a
+            if "whole" in models:
+                yield PowerPoint(p, q, None), a
             if ops[q][0] == "write":
-                for cut in _cuts(len(ops[q][3]) // 2):
-                    yield PowerPoint(p, q, cut), a
+                for point in _partial_writes(p, q, ops[q], models):
+                    yield point, a
         if p == len(ops):
             break
         unforced = sorted(_forced_out(ops, p, set(unforced)))
@@ -133,8 +214,8 @@ def power_disk(
         lost = _forced_out(ops, i, lost)
     for i, ev in enumerate(ops[: point.p]):
         if i in lost and i >= point.q:
-            if i == point.q and point.cut is not None:
-                disk.apply(ev, point.cut)
+            if i == point.q and (point.cut is not None or point.sectors is not None):
+                disk.apply(ev, point.cut, point.sectors)
             continue
         disk.apply(ev)
     return disk.files()

@@ -17,7 +17,9 @@ def layer_crashcheck(deep: bool) -> list[Row]:
         ran = f"crashcheck --quick (seed {report.seed}; --deep: 10,000+ points)"
     figures = (
         f"{report.points:,} crash points ({report.kill_points:,} SIGKILL, "
-        f"{report.power_points:,} power loss), {report.acked_checked:,} acked ops checked, "
+        f"{report.power_points:,} power loss; distinct states "
+        + ", ".join(f"{name} {m.states:,}" for name, m in report.models.items())
+        + f"), {report.acked_checked:,} acked ops checked, "
         f"{report.lost} lost, {report.invariant_violations} invariant violations"
     )
     return [

@@ -33,6 +33,15 @@ class Violation:
 
 
 @dataclass
+class ModelFigures:
+    """The power-loss figures of one model of the first lost write (``disk.MODELS``)."""
+
+    points: int = 0
+    states: int = 0  # distinct (files, acknowledgement window) under this model
+    violations: int = 0  # of those states, how many broke a promise
+
+
+@dataclass
 class Report:
     """Figures of a crashcheck run and every violation found."""
 
@@ -46,6 +55,11 @@ class Report:
     violations: list[Violation] = field(default_factory=list)
     stopped_early: list[str] = field(default_factory=list)  # families cut short at MAX_KEPT
     seconds: float = 0.0
+    models: dict[str, ModelFigures] = field(default_factory=dict)  # power loss, per model
+
+    def model(self, name: str) -> ModelFigures:
+        """The figures of model ``name``, created at first use."""
+        return self.models.setdefault(name, ModelFigures())
 
     @property
     def points(self) -> int:
@@ -63,18 +77,23 @@ class Report:
         return doc
 
     def summary(self) -> str:
+        per_model = "".join(
+            f"  power loss, model {name}: {m.points:,} points, {m.states:,} distinct states, "
+            f"{m.violations} violating\n"
+            for name, m in self.models.items()
+        )
+        stopped = (
+            f" (stopped after {MAX_KEPT} in: {', '.join(self.stopped_early)})"
+            if self.stopped_early
+            else ""
+        )
         return (
             f"crash points tried: {self.points:,} ({self.kill_points:,} SIGKILL, "
             f"{self.power_points:,} power loss; {self.power_states:,} distinct power-loss states "
-            f"reopened)\nacknowledged operations checked: {self.acked_checked:,}\n"
+            f"reopened)\n{per_model}"
+            f"acknowledged operations checked: {self.acked_checked:,}\n"
             f"acknowledged operations lost: {self.lost}\n"
             f"invariant violations: {self.invariant_violations}\n"
-            f"violations: {len(self.violations)}"
-            + (
-                f" (stopped after {MAX_KEPT} in: {', '.join(self.stopped_early)})"
-                if self.stopped_early
-                else ""
-            )
-            + f"\nworkloads: {len(self.workloads)}; "
-            f"time: {self.seconds:.1f} s"
+            f"violations: {len(self.violations)}{stopped}\n"
+            f"workloads: {len(self.workloads)}; time: {self.seconds:.1f} s"
         )

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Literal
 
 from leasefence.harness.crash.child import ChildRun, kill_run, prepare, record_run, result_json
-from leasefence.harness.crash.disk import PowerPoint, materialize, power_disk, power_points
+from leasefence.harness.crash.disk import (
+    MODELS,
+    PowerPoint,
+    materialize,
+    power_disk,
+    power_points,
+)
 from leasefence.harness.crash.oracle import History, Outcome, check_directory, describe, history
 from leasefence.harness.crash.report import MAX_KEPT, Report, Violation
 from leasefence.harness.crash.workloads import Workload, make_workload, workloads_for_round
@@ -126,8 +132,11 @@ def check_power(
     scratch: Path,
     progress: Progress | None = None,
     only: PowerPoint | None = None,
+    models: tuple[str, ...] = MODELS,
 ) -> None:
-    """Family ``power`` on ``w``: every simulated power loss over its recorded operations."""
+    """Family ``power`` on ``w``: every simulated power loss over its recorded operations, under
+    each of ``models`` (``disk.MODELS``). A state reached under two models is reopened once and
+    counted under each."""
     h = history(w)
     directory = scratch / "power"
     directory.mkdir(exist_ok=True)
@@ -135,10 +144,11 @@ def check_power(
     materialize(directory, initial)
     rec = record_run(w, directory)
     _check_results(report, w, h, rec, "power", "-")
-    seen: set[bytes] = set()
+    checked: dict[bytes, bool] = {}  # state -> whether it broke a promise
+    seen: dict[str, set[bytes]] = {m: set() for m in MODELS}
     kept = [0]
     n = 0
-    for point, acked in power_points(rec.events):
+    for point, acked in power_points(rec.events, models if only is None else (only.model,)):
         if kept[0] >= MAX_KEPT:
             report.stopped_early.append(f"power {w.spec}")
             break
@@ -147,16 +157,22 @@ def check_power(
         n += 1
         files = power_disk(rec.events, initial, point)
         key = hashlib.sha256(repr((sorted(files.items()), h.window(acked))).encode()).digest()
+        figures = report.model(point.model)
+        figures.points += 1
         report.power_points += 1
-        if key in seen:
+        if key in seen[point.model]:
             continue
-        seen.add(key)
-        report.power_states += 1
-        materialize(directory, files)
-        out = check_directory(w, h, directory, acked)
-        _note(report, w, "power", acked, str(point), out, kept)
+        seen[point.model].add(key)
+        figures.states += 1
+        if key not in checked:
+            report.power_states += 1
+            materialize(directory, files)
+            out = check_directory(w, h, directory, acked)
+            _note(report, w, "power", acked, str(point), out, kept)
+            checked[key] = bool(out.problems)
+        figures.violations += checked[key]
     if progress:
-        progress(f"power {w.spec}: {n} points, {len(seen)} distinct states")
+        progress(f"power {w.spec}: {n} points, {len(checked)} distinct states")
 
 
 def run(
@@ -165,10 +181,11 @@ def run(
     size: int = 40,
     kill_rounds: int = 5,
     progress: Progress | None = None,
+    models: tuple[str, ...] = MODELS,
 ) -> Report:
     """Rounds of four workloads: the first ``kill_rounds`` get family ``kill``; family ``power``
-    runs on each round that starts with fewer than ``points`` crash points tried. Rounds go on
-    until both are done."""
+    (under ``models``) runs on each round that starts with fewer than ``points`` crash points
+    tried. Rounds go on until both are done."""
     report = Report(seed=seed)
     start = time.perf_counter()
     scratch = _scratch_root()
@@ -181,7 +198,7 @@ def run(
                 if r < kill_rounds:
                     check_kill(w, report, scratch, progress)
                 if power:
-                    check_power(w, report, scratch, progress)
+                    check_power(w, report, scratch, progress, models=models)
             if progress:
                 progress(
                     f"round {r}: {report.points:,}/{points:,} crash points, "
@@ -195,7 +212,8 @@ def run(
 
 
 def replay(spec: str, progress: Progress | None = None) -> Report:
-    """Run one crash point again: ``kill:<workload>:<k>`` or ``power:<workload>:<p>,<q>,<cut>``."""
+    """Run one crash point again: ``kill:<workload>:<k>`` or ``power:<workload>:<p>,<q>,<cut>``
+    (``<cut>``: ``-`` model whole, a byte count model torn, ``s<hex mask>`` model sectors)."""
     family, rest = spec.split(":", 1)
     workload, point = rest.rsplit(":", 1)
     w = make_workload(workload)
@@ -228,6 +246,7 @@ def crashcheck(
     replay_spec: str | None = None,
     json_path: str | None = None,
     quiet: bool = False,
+    models: tuple[str, ...] = MODELS,
 ) -> int:
     """``leasefence crashcheck``: a run (or ``--quick`` one, or one crash point again), each
     violation and the summary printed, the report written as JSON if asked; 1 on any violation."""
@@ -235,9 +254,9 @@ def crashcheck(
     if replay_spec:
         report = replay(replay_spec, main_progress)
     elif quick:
-        report = run(seed, QUICK_POINTS, QUICK_SIZE, 1, progress)
+        report = run(seed, QUICK_POINTS, QUICK_SIZE, 1, progress, models)
     else:
-        report = run(seed, points, size, kill_rounds, progress)
+        report = run(seed, points, size, kill_rounds, progress, models)
     for v in report.violations:
         print(v)
     print(report.summary())

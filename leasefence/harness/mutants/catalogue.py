@@ -318,7 +318,15 @@ TRANSITION_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "journal-torn-tail-glued",
         "impl/journal.py",
-        (('            if self._scan.unterminated:\n                data = b"\\n" + data\n', ""),),
+        (
+            (
+                "            if self._scan.unterminated:\n"
+                '                _write_all(self._fd, b"\\n")\n'
+                "                os.fsync(self._fd)\n"
+                "                self._scan.unterminated = False\n",
+                "",
+            ),
+        ),
         "torn tail: the next record is glued to an unterminated last line (a record lost)",
     ),
     Mutant(

@@ -138,6 +138,10 @@ def tlc_command(
     cmd = [
         tools.java,
         "-XX:+UseParallelGC",
+        # TLC unpacks its standard modules (Naturals.tla, ...) into java.io.tmpdir and deletes
+        # them on exit: two TLCs sharing /tmp break each other's parse ("Module-Table lookup
+        # failure"), so each run gets the private directory beside its metadir.
+        f"-Djava.io.tmpdir={metadir.parent}",
         "-cp",
         str(tools.jar.path),
         "tlc2.TLC",

@@ -43,25 +43,21 @@ import contextlib
 import errno
 import fcntl
 import gc
-import json
 import os
-import re
 import stat
 import time
-import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 from leasefence.impl.durable import fsync_dir as _fsync_dir
-from leasefence.impl.durable import open_nofollow, read_nofollow
+from leasefence.impl.durable import open_nofollow
 from leasefence.impl.durable import read_all as _read_all
 from leasefence.impl.durable import replace_durably as _replace_durably
 from leasefence.impl.durable import write_all as _write_all
 from leasefence.impl.errors import (
-    InvalidWorkId,
     JournalCorrupt,
     JournalLocked,
     JournalReadOnly,
@@ -70,409 +66,38 @@ from leasefence.impl.errors import (
     RecordOutOfRange,
     RecordTooLarge,
 )
-from leasefence.impl.rules import UNIX, check_ttl, reclaimable
-from leasefence.impl.wire import Generation, valid_generation
-
-#: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
-#: only an absurd worker number could exceed this.
-MAX_RECORD_BYTES = 4096
-#: The unit a disk may persist or lose on its own in a crash (docs/journal-format.md).
-SECTOR = 512
-
-#: The ranges of a record's numbers (docs/journal-format.md, "Records"), defined once: a value
-#: outside is a bad line when read and ``RecordOutOfRange`` when written, so no absurd value
-#: reaches replay, arithmetic or printing. A worker is an MPI rank (a C ``int``); a timestamp
-#: (``updated``, and every ``clock()`` reading) is within 2**53 seconds of the epoch, either way.
-MAX_WORKER = 2**31 - 1
-MAX_ATTEMPT = 2**63 - 1
-MAX_TIMESTAMP = float(2**53)
-
-#: How every record the journal writes begins (``encode_record`` and F314's original format
-#: alike); the test of a torn first write (``could_be_torn_first_write``).
-RECORD_START = b'{"event":'
-
-#: Record kinds (the ``event`` field), in F314's words.
-LEASE = "lease"
-DONE = "done"
-RECLAIM = "reclaim"
-EVENTS = (LEASE, DONE, RECLAIM)
-#: The line holding several records written together (docs/journal-format.md, "Batches").
-BATCH = "batch"
-_BATCH_START = b'{"event":"batch",'
-
-_WORK_ID = re.compile(r"[0-9a-fA-F]{64}")
-_CRC = re.compile(r"[0-9a-f]{8}")
-
-Sync = Literal["always", "group"]
-
-
-def validate_work_id(work_id: object) -> str:
-    """``work_id`` itself if it is 64 hexadecimal characters, else ``InvalidWorkId`` naming it.
-
-    The ID is kept as given (no case folding), exactly as the model keys it.
-    """
-    if isinstance(work_id, str) and _WORK_ID.fullmatch(work_id):
-        return work_id
-    shown = repr(work_id)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    size = f" ({len(work_id)} characters)" if isinstance(work_id, str) else ""
-    raise InvalidWorkId(f"work ID must be 64 hexadecimal characters, got {shown}{size}")
-
-
-def _check_worker(worker: object, name: str = "worker") -> int:
-    if isinstance(worker, bool) or not isinstance(worker, int):
-        raise TypeError(f"{name} must be an int (an MPI rank), got {worker!r:.80}")
-    return worker
-
-
-def _check_generation(generation: object) -> None:
-    if generation is not None and not (
-        isinstance(generation, tuple) and valid_generation(generation)
-    ):
-        raise TypeError(f"generation must be None or (epoch, counter), got {generation!r:.80}")
-
-
-def _owns(held: LeaseRecord, worker: int, generation: Generation | None) -> bool:
-    """Whether the token ``(worker, generation)`` is exactly the owner token of ``held``."""
-    return held.owner == worker and held.generation == generation
-
-
-def _canonical(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
-
-
-def record_crc(body: Mapping[str, Any]) -> str:
-    """CRC32 of a record's canonical JSON (without ``crc``), as 8 lowercase hex digits."""
-    return f"{zlib.crc32(_canonical(body)) & 0xFFFFFFFF:08x}"
-
-
-def encode_record(body: Mapping[str, Any]) -> bytes:
-    """One checksummed journal line (with its newline) for the record ``body``."""
-    line = json.dumps(
-        {**body, "crc": record_crc(body)}, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
-    return line.encode("ascii") + b"\n"
-
-
-def encode_batch(lines: list[bytes]) -> bytes:
-    """One journal line (with its newline) holding the records ``lines`` (as ``encode_record``
-    wrote them), in order: the line itself when there is one, else a checksummed ``batch``
-    line whose ``records`` are those records, each with its own ``crc``."""
-    if len(lines) == 1:
-        return lines[0]
-    # Decoding keeps each record's key order and numbers, so each is re-encoded as it was.
-    return encode_record({"event": BATCH, "records": [json.loads(line) for line in lines]})
-
-
-def legacy_lease_line(work_id: str, worker: int, updated: float) -> bytes:
-    """A lease line in F314's original format (no ``clock``, no ``attempt``, no ``crc``).
-
-    For tests and conformance: this is what a journal written before F314 holds.
-    """
-    doc = {"event": LEASE, "work_id": work_id, "worker": worker, "updated": updated}
-    return json.dumps(doc).encode("ascii") + b"\n"
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """An active lease: its owner rank, its timestamp and that timestamp's clock domain.
-
-    ``clock`` is ``"unix"`` for F314 records and ``None`` for a legacy lease (an untagged
-    monotonic value from another boot, which the first ``recover`` reclaims).
-    """
-
-    # The holder is ``owner`` here as in the spec, the model and ``StateLease``. F314 names it
-    # "worker" where it is fixed: the records' JSON key (``docs/journal-format.md``, and
-    # ``Record.worker``, a line as read) and the ``worker=`` keyword of lease, complete and
-    # abandon; those keep F314's name.
-    owner: int
-    updated: float
-    clock: str | None
-    #: The owner's dispatch generation ``(epoch, counter)`` (issue 12); None: a rank-only
-    #: owner (F314, the old protocol). The owner token is ``(owner, generation)``.
-    generation: Generation | None = None
-
-
-@dataclass(frozen=True)
-class Record:
-    """One good line of the journal file, as read."""
-
-    line: int  # 1-based line number
-    event: str
-    work_id: str
-    worker: int | None
-    updated: float | None
-    clock: str | None
-    attempt: int | None
-    checksummed: bool
-    generation: Generation | None = None
-
-
-@dataclass(frozen=True)
-class BadLine:
-    """A line that is not a good record: why, and its bytes (newline included if present)."""
-
-    line: int
-    offset: int
-    reason: str
-    data: bytes
-
-
-@dataclass
-class Scan:
-    """What a journal file holds: good records, bad lines, and where the good part ends.
-
-    ``good_end`` is the byte offset where the first bad line starts (the file length when there
-    is none). ``corrupt`` is true when a bad line is followed by a good record.
-    """
-
-    records: list[Record] = field(default_factory=list)
-    bad: list[BadLine] = field(default_factory=list)
-    good_end: int = 0
-    size: int = 0
-    unterminated: bool = False  # the last good record has no newline
-    corrupt: bool = False
-
-    @property
-    def torn_bytes(self) -> int:
-        """Bytes past the last good record (a torn tail), 0 when there are none."""
-        return 0 if self.corrupt else self.size - self.good_end
-
-
-def _number(value: object) -> float | None:
-    """``value`` as a finite float within ``MAX_TIMESTAMP`` of 0, or None (bools, non-numbers,
-    NaN, infinities and values beyond the range are not timestamps)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if not abs(value) <= MAX_TIMESTAMP:  # exact for ints; False for NaN
-        return None
-    return float(value)
-
-
-def _whole(value: object, low: int, high: int) -> bool:
-    """Whether ``value`` is an int (not a bool) in ``low..high``."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-def _range_problem(worker: object, attempt: object) -> str | None:
-    """What is out of range in a record's ``worker`` and ``attempt`` (None: both absent or in
-    range); the one rule the reader and the writer share (``updated``: ``_number``)."""
-    if worker is not None and not _whole(worker, 0, MAX_WORKER):
-        return f"worker is not an integer in 0..{MAX_WORKER} (an MPI rank)"
-    if attempt is not None and not _whole(attempt, 0, MAX_ATTEMPT):
-        return f"attempt is not an integer in 0..{MAX_ATTEMPT}"
-    return None
-
-
-# The exact layout ``encode_record`` writes for every record this implementation appends
-# (lease, done and reclaim alike), with a plain decimal ``updated``. A line of this shape is
-# parsed without the JSON machinery: its canonical form is rebuilt from the captured text and
-# checksummed. Anything else (legacy records, other spacing or key order, exponents, a
-# mismatching checksum) goes through the general path, which alone decides what is bad.
-_FAST_LINE = re.compile(
-    rb'\{"event":"(lease|done|reclaim)","work_id":"([0-9a-fA-F]{64})",'
-    rb'"worker":(null|0|[1-9][0-9]{0,8}),"updated":(-?[0-9]{1,15}\.[0-9]{1,17}),'
-    rb'"clock":"unix","attempt":(0|[1-9][0-9]{0,17}),"crc":"([0-9a-f]{8})"\}'
+from leasefence.impl.records import (
+    DONE,
+    EVENTS,
+    LEASE,
+    MAX_ATTEMPT,
+    MAX_RECORD_BYTES,
+    MAX_TIMESTAMP,
+    MAX_WORKER,
+    RECLAIM,
+    BadLine,
+    LeaseRecord,
+    Record,
+    Scan,
+    Sync,
+    _check_generation,
+    _check_worker,
+    _number,
+    _owns,
+    _range_problem,
+    _scan,
+    could_be_torn_first_write,
+    encode_batch,
+    encode_record,
+    legacy_lease_line,
+    parse_line,
+    record_crc,
+    scan_bytes,
+    scan_file,
+    validate_work_id,
 )
-_JSON = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name))
-
-
-#: A good record as the scanner produces it: ``Record``'s fields in order, as a plain tuple
-#: (building a frozen dataclass per line would double the cost of opening a journal).
-_Row = tuple[
-    int, str, str, int | None, float | None, str | None, int | None, bool, Generation | None
-]
-
-
-def _parse_fast(raw: bytes, line: int) -> _Row | None:
-    """The record on a line in ``encode_record``'s layout, or None to use the general path."""
-    m = _FAST_LINE.fullmatch(raw)
-    if m is None:
-        return None
-    event, work_id, worker, updated, attempt, crc = m.groups()
-    if worker == b"null" and event == b"lease":
-        return None
-    stamp = float(updated)
-    if repr(stamp).encode("ascii") != updated or abs(stamp) > MAX_TIMESTAMP:
-        return None  # not the canonical spelling or out of range: the general path decides
-    canonical = (
-        b'{"attempt":%s,"clock":"unix","event":"%s","updated":%s,"work_id":"%s","worker":%s}'
-        % (
-            attempt,
-            event,
-            updated,
-            work_id,
-            worker,
-        )
-    )
-    if b"%08x" % (zlib.crc32(canonical) & 0xFFFFFFFF) != crc:
-        return None
-    return (
-        line,
-        event.decode("ascii"),
-        work_id.decode("ascii"),
-        None if worker == b"null" else int(worker),
-        stamp,
-        UNIX,
-        int(attempt),
-        True,
-        None,
-    )
-
-
-#: The fields a record in F314's original (legacy, unchecksummed) format may carry.
-_LEGACY_FIELDS = frozenset({"event", "work_id", "worker", "updated", "clock"})
-
-
-def parse_line(raw: bytes, line: int) -> Record | str:
-    """The record on one line (without its newline), or the reason it is bad."""
-    parsed = _parse_row(raw, line)
-    return parsed if isinstance(parsed, str) else Record(*parsed)
-
-
-def _parse_row(raw: bytes, line: int) -> _Row | str:
-    fast = _parse_fast(raw, line)
-    if fast is not None:
-        return fast
-    try:
-        doc = _JSON.decode(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):  # ValueError covers over-long integers too
-        return "not a JSON line"
-    except RecursionError:
-        return "nested too deeply"
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    checksummed = "crc" in doc
-    if checksummed:
-        crc = doc.pop("crc")
-        if not isinstance(crc, str) or not _CRC.fullmatch(crc):
-            return "crc is not 8 lowercase hexadecimal digits"
-        try:
-            expected = record_crc(doc)
-        except ValueError:
-            return "record cannot be put in canonical form"
-        if crc != expected:
-            return f"checksum mismatch (crc {crc}, computed {expected})"
-    elif not doc.keys() <= _LEGACY_FIELDS:
-        # F314's original records carry only these fields; anything else without a checksum is
-        # damage (a flipped byte in "crc" must not turn a record into an unchecked legacy one).
-        return f"record without a checksum has fields {sorted(doc.keys() - _LEGACY_FIELDS)}"
-    event = doc.get("event")
-    if event not in EVENTS:
-        return f"unknown event {event!r}"
-    work_id = doc.get("work_id")
-    if not isinstance(work_id, str) or not _WORK_ID.fullmatch(work_id):
-        return "work_id is not 64 hexadecimal characters"
-    worker = doc.get("worker")
-    attempt = doc.get("attempt")
-    if (problem := _range_problem(worker, attempt)) is not None:
-        return problem
-    updated = doc.get("updated")
-    if updated is not None and _number(updated) is None:
-        return f"updated is not a finite number within {MAX_TIMESTAMP:.0f} seconds of 0"
-    clock = doc.get("clock")
-    if clock is not None and not isinstance(clock, str):
-        return "clock is not a string"
-    if event == LEASE and (worker is None or updated is None):
-        return "lease record without worker or updated"
-    gen = doc.get("generation")
-    if gen is not None and not valid_generation(gen):
-        return "generation is not [epoch, counter] (two whole numbers)"
-    generation = None if gen is None else (gen[0], gen[1])
-    return (line, event, work_id, worker, updated, clock, attempt, checksummed, generation)
-
-
-def _parse_batch(raw: bytes, line: int) -> list[_Row] | str:
-    """The records of a ``batch`` line, in order, or the reason it is bad. The line is
-    checksummed as a whole, and each record in it as on a line of its own."""
-    try:
-        doc = _JSON.decode(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return "not a JSON line"
-    except RecursionError:
-        return "nested too deeply"
-    if not isinstance(doc, dict) or doc.get("event") != BATCH:
-        return "not a batch object"
-    crc = doc.pop("crc", None)
-    if not isinstance(crc, str) or not _CRC.fullmatch(crc):
-        return "crc is not 8 lowercase hexadecimal digits"
-    try:
-        expected = record_crc(doc)
-    except ValueError:
-        return "record cannot be put in canonical form"
-    if crc != expected:
-        return f"checksum mismatch (crc {crc}, computed {expected})"
-    records = doc.get("records")
-    if not isinstance(records, list) or not records:
-        return "batch without a list of records"
-    rows: list[_Row] = []
-    for k, record in enumerate(records, 1):
-        parsed = _parse_row(json.dumps(record, separators=(",", ":")).encode("ascii"), line)
-        if isinstance(parsed, str) or not parsed[7]:
-            why = parsed if isinstance(parsed, str) else "no crc"
-            return f"record {k} of the batch is bad ({why})"
-        rows.append(parsed)
-    return rows
-
-
-def _parse_rows(raw: bytes, line: int) -> _Row | list[_Row] | str:
-    """The record, or the records of a batch, on one line, or the reason it is bad."""
-    return _parse_batch(raw, line) if raw.startswith(_BATCH_START) else _parse_row(raw, line)
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def scan_bytes(data: bytes) -> Scan:
-    """Split a journal's bytes into good records and bad lines (see the module docstring)."""
-    scan, rows = _scan(data)
-    scan.records = [Record(*row) for row in rows]
-    return scan
-
-
-def _scan(data: bytes) -> tuple[Scan, list[_Row]]:
-    """``scan_bytes`` with the good records as rows (``scan.records`` is left empty)."""
-    scan = Scan(size=len(data))
-    rows: list[_Row] = []
-    offset = 0
-    number = 0
-    while offset < len(data):
-        number += 1
-        end = data.find(b"\n", offset)
-        terminated = end >= 0
-        stop = end + 1 if terminated else len(data)
-        raw = data[offset:end] if terminated else data[offset:]
-        parsed = _parse_rows(raw, number)
-        zeros = 0
-        if isinstance(parsed, str) and not terminated and raw.endswith(b"\0"):
-            # a last record whose newline a crash left as zero bytes (the file grew, that sector
-            # did not reach the disk): the record is good, the zeros a torn tail
-            kept = _parse_rows(raw.rstrip(b"\0"), number)
-            if not isinstance(kept, str):
-                parsed, zeros = kept, len(raw) - len(raw.rstrip(b"\0"))
-        if not isinstance(parsed, str):
-            if scan.bad:
-                scan.corrupt = True
-            if isinstance(parsed, list):
-                rows.extend(parsed)
-            else:
-                rows.append(parsed)
-            scan.unterminated = not terminated
-            if zeros:
-                cut = stop - zeros
-                scan.bad.append(BadLine(number, cut, "zero bytes after the record", data[cut:stop]))
-        else:
-            scan.bad.append(BadLine(number, offset, parsed, data[offset:stop]))
-        offset = stop
-    scan.good_end = scan.bad[0].offset if scan.bad else len(data)
-    if scan.bad and not scan.corrupt:
-        # the cut starts at a line boundary, or after a last record followed by zero bytes
-        scan.unterminated = data[scan.good_end - 1 : scan.good_end] not in (b"", b"\n")
-    return scan, rows
+from leasefence.impl.rules import UNIX, check_ttl, reclaimable
+from leasefence.impl.wire import Generation
 
 
 @contextlib.contextmanager
@@ -491,37 +116,6 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-def could_be_torn_first_write(data: bytes) -> bool:
-    """Whether ``data``, a file holding no good record, could be what crashes left of a journal's
-    first write (docs/journal-format.md, "Not a journal"): no complete line and, zero bytes aside
-    (a crash can leave the part of a file that grew as zeros), nothing but record beginnings,
-    each a prefix of ``RECORD_START`` or starting with it and shorter than a record (one for each
-    crash that cut an append short before a reopen cut the last). Anything else is not a
-    journal, and no writer may cut it."""
-    # A whole sector of zeros is a sector of the write that never reached the disk: then the
-    # write's last sector, its newline with it, may have, so the one line may be complete.
-    lost = any(
-        not data[i : i + SECTOR].strip(b"\0") for i in range(0, len(data) - SECTOR + 1, SECTOR)
-    )
-    body = data[:-1] if lost and data.endswith(b"\n") else data
-    if b"\n" in body:
-        return False
-    rest = body.replace(b"\0", b"")
-    if not rest:
-        return True
-    head, brace, tail = rest.partition(b"{")
-    if head and (data[:SECTOR].strip(b"\0") or not all(32 <= c < 127 for c in head)):
-        # Text before the first "{" is the rest of a record whose first sector never reached
-        # the disk: only where the file starts with a whole zero sector, and only record text.
-        return False
-    pieces = [b"{" + piece for piece in tail.split(b"{")] if brace else []
-    return all(
-        len(piece) < MAX_RECORD_BYTES
-        and (RECORD_START.startswith(piece) or piece.startswith(RECORD_START))
-        for piece in pieces
-    )
 
 
 def _refuse_non_journal(path: Path, data: bytes, scan: Scan) -> None:
@@ -1146,12 +740,8 @@ def _good_bytes(data: bytes, scan: Scan) -> bytes:
     return b"".join(out)
 
 
-def scan_file(path: str | os.PathLike[str]) -> Scan:
-    """Scan a journal file without opening it as a journal (for inspection of corrupt files)."""
-    return scan_bytes(read_nofollow(Path(path)))
-
-
 __all__ = [
+    "EVENTS",
     "MAX_ATTEMPT",
     "MAX_RECORD_BYTES",
     "MAX_TIMESTAMP",
@@ -1167,6 +757,7 @@ __all__ = [
     "encode_record",
     "legacy_lease_line",
     "lock_path",
+    "parse_line",
     "quarantine_path",
     "record_crc",
     "repair_journal",

@@ -22,6 +22,7 @@ class Mutant:
 
 
 J, C, M, R = "impl/journal.py", "impl/coordinator.py", "impl/master.py", "impl/rules.py"
+REC = "impl/records.py"  # the journal's record format
 
 #: The catalogue. F314's four defects first; each entry names what it breaks.
 CATALOGUE: tuple[Mutant, ...] = (
@@ -184,7 +185,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "torn-tail-read-as-corruption",
-        J,
+        REC,
         (
             (
                 "    scan.good_end = scan.bad[0].offset if scan.bad else len(data)",
@@ -195,7 +196,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "corruption-read-as-torn-tail",
-        J,
+        REC,
         (
             (
                 "            if scan.bad:\n                scan.corrupt = True",
@@ -218,7 +219,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     # Issue 12: pipelined dispatch is safe only with the whole owner token (rank, generation).
     Mutant(
         "journal-fence-ignores-generation",
-        J,
+        REC,
         (
             (
                 "return held.owner == worker and held.generation == generation",

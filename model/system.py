@@ -177,7 +177,7 @@ def dispatch_work(
             ok = True
         if not ok:
             undone = tuple(reversed(taken))
-            if "lease_work" in undone:
+            if "lease_work" in undone and b.flavour is not Flavour.KEEP_REFUSED_LEASE:
                 _, j = jo.abandon_work(j, work, rank, b.flavour, gen)
             return DispatchOutcome(False, tuple(taken), step, undone), s._replace(journal=j)
         taken.append(step)
@@ -282,7 +282,7 @@ def restart_master(s: State, b: Bounds) -> State:
     Its memory (active dispatches) is lost; the coordinator loads into the next epoch (L6); then
     it recovers the journal and the coordinator with the TTL. Results in flight may still arrive.
     """
-    c = co.restart_coordinator(s.coordinator)
+    c = co.restart_coordinator(s.coordinator, b.flavour)
     _, j = jo.recover_work(s.journal, b.ttl, s.wall, s.mono, b.flavour)
     _, c = co.recover_states(c, b.ttl, s.wall, s.mono, b.flavour)
     return s._replace(journal=j, coordinator=c, active=())

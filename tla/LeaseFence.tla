@@ -56,8 +56,10 @@ Pipeline == 1
 Fence == "rank"
 Generations == Fence = "generation"
 
-\* The protocol as F314 fixes it, and each pre-fix defect switched back on alone.
-Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4"}
+\* The protocol as F314 fixes it, each pre-fix defect switched back on alone, and the
+\* must-fail twins: one planted bug for each property no defect of F314 breaks.
+Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4", "keep-refused-lease",
+             "reclaim-early", "restart-keeps-owners", "restart-drops-stats"}
 \* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
 Defect1 == Flavour = "defect1"
 \* defect2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
@@ -66,6 +68,14 @@ Defect2 == Flavour = "defect2"
 Defect3 == Flavour = "defect3"
 \* defect4: the state ID reported by the worker was preferred over the master's stored one.
 Defect4 == Flavour = "defect4"
+\* Twin of L1_NoOrphanLease: a dispatch refused by the coordinator keeps its work lease.
+KeepRefusedLease == Flavour = "keep-refused-lease"
+\* Twin of L2_RemovalFenced: journal recovery reclaims a Unix lease one tick before its TTL.
+ReclaimEarly == Flavour = "reclaim-early"
+\* Twin of L6_NoInheritedOwnership: a coordinator restart keeps the old epoch's leases active.
+RestartKeepsOwners == Flavour = "restart-keeps-owners"
+\* Twin of L6_StatisticsSurvive: a coordinator restart loads the snapshot without its statistics.
+RestartDropsStats == Flavour = "restart-drops-stats"
 
 ASSUME /\ Flavour \in Flavours
        /\ Pipeline \in Nat \ {0}
@@ -236,9 +246,13 @@ AbandonWork(j, w, r, g) ==
 
 (* RecoverWork(j) mirrors journal.recover_work.  Reclaims every active      *)
 (* lease the recovery rule selects; `gone` is the set of reclaimed IDs.     *)
+(* The twin ReclaimEarly also reclaims a Unix lease one tick before its TTL. *)
 RecoverWork(j) ==
     LET gone == {w \in DOMAIN j.leases :
-                    Reclaimable(j.leases[w].updated, j.leases[w].clock, wall, mono)}
+                    \/ Reclaimable(j.leases[w].updated, j.leases[w].clock, wall, mono)
+                    \/ /\ ReclaimEarly
+                       /\ j.leases[w].clock = "unix"
+                       /\ wall - j.leases[w].updated >= TTL - 1}
     IN  [gone |-> gone, next |-> [j EXCEPT !.leases = Without(j.leases, gone)]]
 
 (* CompactJournalOp(j) mirrors journal.compact_journal: one record per      *)
@@ -319,10 +333,14 @@ RecoverStates(c) ==
 (* snapshot into the next epoch (L6).  Statistics survive; every lease keeps *)
 (* its owner for the record but its time is zeroed and its epoch is now     *)
 (* older, so it grants no ownership and the first RecoverStates clears it.  *)
+(* The twin RestartKeepsOwners moves every lease into the new epoch;        *)
+(* RestartDropsStats loads no statistics.                                   *)
 RestartCoordinator(c) ==
     [epoch  |-> c.epoch + 1,
-     leases |-> [t \in DOMAIN c.leases |-> [c.leases[t] EXCEPT !.updated = 0]],
-     stats  |-> c.stats]
+     leases |-> [t \in DOMAIN c.leases |->
+                   [c.leases[t] EXCEPT !.updated = 0,
+                                       !.epoch = IF RestartKeepsOwners THEN c.epoch + 1 ELSE @]],
+     stats  |-> IF RestartDropsStats THEN EmptyMap ELSE c.stats]
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -368,8 +386,10 @@ DispatchWork(w, r) ==
     IN  /\ Cardinality(Slots(r)) < Pipeline
         /\ IF ~lw.ok THEN UNCHANGED vars
            ELSE IF ~ls.ok
-           THEN \* RejectDispatch: undo the steps taken, in reverse order.
-                /\ journal' = AbandonWork(lw.next, w, r, g).next
+           THEN \* RejectDispatch: undo the steps taken, in reverse order (the twin
+                \* KeepRefusedLease skips the undo).
+                /\ journal' = IF KeepRefusedLease THEN lw.next
+                              ELSE AbandonWork(lw.next, w, r, g).next
                 /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks,
                                gnet>>
            ELSE /\ journal' = lw.next
@@ -545,6 +565,50 @@ L2_OwnerFenced ==
     \A d \in active :
         /\ OwnsWork(journal, d.work, d.rank, d.gen)
         /\ Owned(coordinator, d.task, d.rank, d.gen)
+
+\* L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
+\* Every journal lease a step grants (but a legacy record) belongs to a dispatch that step
+\* starts, and, but across a restart, every dispatch a step ends holds no work lease after it.
+L1OrphanStep ==
+    /\ \A w \in DOMAIN journal'.leases :
+          LET x == journal'.leases[w]
+          IN  (/\ ~(Has(journal.leases, w) /\ journal.leases[w] = x)
+               /\ x.clock # "legacy")
+                 => \E d \in active' \ active :
+                       d.rank = x.owner /\ d.work = w /\ d.gen = x.gen
+    /\ coordinator'.epoch = coordinator.epoch =>
+          \A d \in active \ active' : ~OwnsWork(journal', d.work, d.rank, d.gen)
+
+\* L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
+L1_NoOrphanLease == [][L1OrphanStep]_vars
+
+\* L2: complete, abandon and discard change state only when the worker is the current owner.
+\* Every lease a step removes or replaces, in the journal or the coordinator, goes by a
+\* result its owner's rank delivered in that step, by recovery of an expired (or stale)
+\* lease, or by a restart's voiding.  Expired is F314's rule, whatever the Flavour.
+Delivered ==
+    {m[1] : m \in {x \in net : dups' # dups \/ x \notin net'}}
+       \cup {m[1] : m \in {x \in gnet : dups' # dups \/ x \notin gnet'}}
+Expired(updated, clock) ==
+    \/ TTL = 0
+    \/ clock # "unix"
+    \/ updated - wall > TTL
+    \/ wall - updated >= TTL
+L2RemovalStep ==
+    /\ \A w \in DOMAIN journal.leases :
+          LET x == journal.leases[w]
+          IN  ~(Has(journal'.leases, w) /\ journal'.leases[w] = x)
+                 => x.owner \in Delivered \/ Expired(x.updated, x.clock)
+    /\ \A t \in DOMAIN coordinator.leases :
+          LET y == coordinator.leases[t]
+          IN  ~(Has(coordinator'.leases, t) /\ coordinator'.leases[t] = y)
+                 => \/ coordinator'.epoch # coordinator.epoch
+                    \/ y.epoch # coordinator.epoch
+                    \/ y.owner \in Delivered
+                    \/ Expired(y.updated, "unix")
+
+\* L2: complete, abandon and discard change state only when the worker is the current owner.
+L2_RemovalFenced == [][L2RemovalStep]_vars
 
 \* L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 L3Step ==

@@ -35,7 +35,10 @@ def test_fixed_protocol_holds_under_clock_faults() -> None:
     assert result.action_counts["LegacyRecord"] > 0
 
 
-@pytest.mark.parametrize("flavour", [f for f in Flavour if f is not Flavour.FIXED])
+DEFECTS = [f for f in Flavour if f.value.startswith("defect")]
+
+
+@pytest.mark.parametrize("flavour", DEFECTS)
 def test_each_defect_is_caught_with_its_invariant_and_a_shortest_trace(flavour: Flavour) -> None:
     result = explore(replace(SMALL, flavour=flavour))
     assert not result.ok
@@ -44,10 +47,31 @@ def test_each_defect_is_caught_with_its_invariant_and_a_shortest_trace(flavour: 
     assert len(result.trace) <= 3
 
 
+#: Each must-fail twin (issue 21) with its shortest witness: the actions after Init.
+TWIN_WITNESSES = {
+    Flavour.KEEP_REFUSED_LEASE: ["DispatchWork", "DispatchWork"],
+    Flavour.RECLAIM_EARLY: ["DispatchWork", "ReclaimExpired"],
+    Flavour.RESTART_KEEPS_OWNERS: ["DispatchWork", "RestartMaster"],
+    Flavour.RESTART_DROPS_STATS: ["DispatchWork", "DeliverResult", "RestartMaster"],
+}
+
+
+def test_every_flavour_is_a_defect_or_a_twin_with_its_witness() -> None:
+    assert set(Flavour) == {Flavour.FIXED, *DEFECTS, *TWIN_WITNESSES}
+
+
+@pytest.mark.parametrize("flavour", list(TWIN_WITNESSES), ids=[f.value for f in TWIN_WITNESSES])
+def test_each_twin_fails_on_its_property_with_its_witness(flavour: Flavour) -> None:
+    result = explore(replace(SMALL, flavour=flavour))
+    assert EXPECTED_VIOLATIONS[flavour] & set(result.violated), result.violated
+    assert [step.label[0] for step in result.trace[1:] if step.label] == TWIN_WITNESSES[flavour]
+
+
 @pytest.mark.parametrize(
     ("flavour", "expected"),
     [
         ("fixed", 0),
+        ("keep-refused-lease", 1),
         ("defect1", 1),
         ("defect2", 1),
         ("defect3", 1),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from leasefence.model.check import explore
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.tlc.agree import agree, bounds_of_config
-from leasefence.model.check import explore
 from leasefence.tlc.configs import TLA_DIR, all_configs, expectation
 from leasefence.tlc.jar import Tools
 from leasefence.tlc.runner import check_config

@@ -2,7 +2,8 @@
 the coordinator, clocks with faults, and the bounds under which it is explored exhaustively.
 
 ``successors(state, bounds)`` is the next-state relation: every enabled action with its label.
-Action names are the TLA+ ones; the one table of actions across layers is
+The TLA+ spec (``tla/LeaseFence.tla``) is the norm and this module mirrors it; action names are
+the TLA+ ones; the one table of actions across layers is
 ``conformance/actions.py``, rendered in ``tla/README.md``.
 """
 

@@ -10,10 +10,12 @@
 (* state ID or none.  Clocks fault: reboots reset monotonic time, the wall *)
 (* clock may be stepped back.                                              *)
 (*                                                                         *)
-(* This module describes exactly the state machine of the Python reference *)
-(* model, leasefence.model.system.successors(), with WithinConstraint as   *)
-(* its state constraint; `leasefence tlc agree` checks that both explore   *)
-(* the same state graph.  Every variable is a field of model.state.State;  *)
+(* This module is the norm.  The Python reference model                   *)
+(* (leasefence.model.system.successors(), with WithinConstraint as its     *)
+(* state constraint) mirrors it action for action, and the implementation  *)
+(* refines the model; `leasefence tlc agree` checks that spec and model    *)
+(* explore the same state graph.  Where they differ, the spec says what    *)
+(* the protocol is.  Every variable is a field of model.state.State;       *)
 (* the model's maps (sorted tuples of the keys present) are functions      *)
 (* whose DOMAIN is the set of keys present.  Each component operator below *)
 (* is a pure function returning [ok |-> result, next |-> new value], like  *)
@@ -407,28 +409,12 @@ DispatchWork(w, r) ==
 InFlight(r, w) ==
     (IF <<r, w>> \in net THEN {0} ELSE {}) \cup {m[3] : m \in {x \in gnet : x[1] = r /\ x[2] = w}}
 
-(* DeliverResult(r, w, reported, ok, keep, withgen) mirrors                *)
-(* system.deliver_result (Master.handle_result).  Enabled for a result in   *)
-(* flight from r about w, of generation g (0: in net, else in gnet).  It    *)
-(* may be late or reordered, report any state ID or none (NoTask: the old   *)
-(* protocol) and, from gnet, present its generation (withgen: p = g) or     *)
-(* none (p = 0: an old-protocol worker).  With keep (only while             *)
-(* dups < MaxDups) the message stays in flight: a duplicated result.  The   *)
-(* master finds the dispatch the result is for among r's (Slots(r)): by     *)
-(* generation when one is presented, else by work ID.  Found but for        *)
-(* another work ID, or not found while every slot of r holds another        *)
-(* dispatch: stale, nothing else changes (at depth 1: a result for another  *)
-(* work ID than r's active dispatch).  Otherwise the owner token is         *)
-(* <<r, stored gen>> if found, else <<r, p>>; the task is                   *)
-(* AuthoritativeStateTask (L7); success runs CompleteWork then              *)
-(* CompleteState, failure AbandonWork then AbandonState (the state step     *)
-(* only when the work step succeeded and there is a task); each refuses a   *)
-(* token that is not exactly the owner's (L2).  The dispatch found ends.    *)
-DeliverResult(r, w, reported, ok, keep, withgen) ==
-  \E g \in InFlight(r, w) :
-    LET p == IF withgen THEN g ELSE 0
-    IN
-    /\ withgen => g # 0
+(* ConsumeResult(r, w, g, keep): the network side of a delivery.  The      *)
+(* result of generation g (0: the message <<r, w>> in net; else            *)
+(* <<r, w, g>> in gnet) leaves the network, or, with keep (only while      *)
+(* dups < MaxDups), stays in flight to be delivered again: a duplicated    *)
+(* result.                                                                  *)
+ConsumeResult(r, w, g, keep) ==
     /\ keep => dups < MaxDups
     /\ IF g = 0
        THEN /\ net' = IF keep THEN net ELSE net \ {<<r, w>>}
@@ -436,22 +422,59 @@ DeliverResult(r, w, reported, ok, keep, withgen) ==
        ELSE /\ gnet' = IF keep THEN gnet ELSE gnet \ {<<r, w, g>>}
             /\ UNCHANGED net
     /\ dups' = IF keep THEN dups + 1 ELSE dups
-    /\ LET found == {d \in Slots(r) : IF p = 0 THEN d.work = w ELSE d.gen = p}
-       IN  IF \/ \E d \in found : d.work # w
-              \/ found = {} /\ Cardinality(Slots(r)) >= Pipeline
+
+(* Found(r, w, p): the dispatches of r the result is for, as the master     *)
+(* looks them up among its own (Slots(r)): by generation when the result    *)
+(* presents one (p # 0), else by work ID.  At most one.                     *)
+Found(r, w, p) == {d \in Slots(r) : IF p = 0 THEN d.work = w ELSE d.gen = p}
+
+(* IsStale(r, w, p): the master drops the result unread.  Either the        *)
+(* dispatch found is for another work ID (the result names a work the      *)
+(* dispatch was not given), or none is found while every slot of r holds   *)
+(* another dispatch (at depth 1: a result for another work ID than r's     *)
+(* active dispatch, the classic late result).                              *)
+IsStale(r, w, p) ==
+    \/ \E d \in Found(r, w, p) : d.work # w
+    \/ Found(r, w, p) = {} /\ Cardinality(Slots(r)) >= Pipeline
+
+(* CommitResult(r, w, p, reported, ok): the containers' side of a result    *)
+(* that is not stale.  The owner token is <<r, stored gen>> when a dispatch *)
+(* is found, else <<r, p>> (a result the master has forgotten, e.g. across *)
+(* a restart).  The task is AuthoritativeStateTask of the stored and the    *)
+(* reported one (L7).  Success runs CompleteWork then CompleteState,        *)
+(* failure AbandonWork then AbandonState; the state step runs only when the *)
+(* work step succeeded and there is a task.  Each container refuses a token *)
+(* that is not exactly its lease's owner (L2).  The dispatch found ends.    *)
+CommitResult(r, w, p, reported, ok) ==
+    LET found == Found(r, w, p)
+        disp  == CHOOSE d \in found : TRUE
+        tok   == IF found = {} THEN p ELSE disp.gen
+        t     == AuthoritativeStateTask(IF found = {} THEN NoTask ELSE disp.task, reported)
+        wr    == IF ok THEN CompleteWork(journal, w, r, tok)
+                       ELSE AbandonWork(journal, w, r, tok)
+        sr    == IF ok THEN CompleteState(coordinator, t, r, tok)
+                       ELSE AbandonState(coordinator, t, r, tok)
+    IN  /\ journal' = wr.next
+        /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
+        /\ active' = IF found = {} THEN active ELSE active \ {disp}
+
+(* DeliverResult(r, w, reported, ok, keep, withgen) mirrors                *)
+(* system.deliver_result (Master.handle_result).  Enabled for a result in   *)
+(* flight from r about w, of generation g (InFlight).  It may be late or    *)
+(* reordered, report any state ID or none (NoTask: the old protocol) and,   *)
+(* from gnet, present its generation (withgen: p = g) or none (p = 0: an    *)
+(* old-protocol worker).  The message is consumed (ConsumeResult); a stale  *)
+(* result changes nothing else (IsStale); any other is committed to the     *)
+(* journal and the coordinator (CommitResult).                              *)
+DeliverResult(r, w, reported, ok, keep, withgen) ==
+  \E g \in InFlight(r, w) :
+    LET p == IF withgen THEN g ELSE 0
+    IN  /\ withgen => g # 0
+        /\ ConsumeResult(r, w, g, keep)
+        /\ IF IsStale(r, w, p)
            THEN UNCHANGED <<journal, coordinator, active>>
-           ELSE LET disp  == CHOOSE d \in found : TRUE
-                    tok   == IF found = {} THEN p ELSE disp.gen
-                    t     == AuthoritativeStateTask(IF found = {} THEN NoTask ELSE disp.task,
-                                                    reported)
-                    wr    == IF ok THEN CompleteWork(journal, w, r, tok)
-                                   ELSE AbandonWork(journal, w, r, tok)
-                    sr    == IF ok THEN CompleteState(coordinator, t, r, tok)
-                                   ELSE AbandonState(coordinator, t, r, tok)
-                IN  /\ journal' = wr.next
-                    /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
-                    /\ active' = IF found = {} THEN active ELSE active \ {disp}
-    /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
+           ELSE CommitResult(r, w, p, reported, ok)
+        /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
 
 (* ReclaimExpired mirrors system.reclaim_expired (Master.reclaim_expired).  *)
 (* Always enabled: the master's periodic recovery runs RecoverWork and      *)

@@ -53,7 +53,9 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     Flavour.FIXED: frozenset(),
     Flavour.DUPLICATE_OWNER: frozenset({"L1_SingleOwner", "L3_RefusalChangesNothing"}),
     Flavour.UNFENCED_STATE: frozenset({"L1_SingleOwner", "L2_OwnerFenced"}),
-    Flavour.MONOTONIC_PERSISTED: frozenset({"L4_UnixClockDomain", "L5_LegacyMigratable"}),
+    Flavour.MONOTONIC_PERSISTED: frozenset(
+        {"L4_UnixClockDomain", "L5_LegacyMigratable", "NoStuckLease"}
+    ),
     Flavour.REPORTED_ID_WINS: frozenset({"L7_AuthoritativeStateId"}),
     Flavour.KEEP_REFUSED_LEASE: frozenset({"L1_NoOrphanLease"}),
     Flavour.RECLAIM_EARLY: frozenset(

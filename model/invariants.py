@@ -7,7 +7,7 @@ State invariants take a state; two-state properties (L3, L6's statistics, L7) ta
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from leasefence.model.coordinator import active_lease
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, CLOCKS, reclaimable
@@ -244,9 +244,18 @@ STEP_PROPERTIES: dict[str, StepCheck] = {
 SYSTEM_STEP_PROPERTIES: frozenset[str] = frozenset({"L1_NoOrphanLease", "L2_RemovalFenced"})
 
 
-def violated(before: State | None, after: State, b: Bounds) -> list[str]:
-    """Names of the invariants ``after`` breaks and the properties the step ``before -> after`` breaks."""
-    bad = [name for name, check in STATE_INVARIANTS.items() if not check(after, b)]
+def violated(
+    before: State | None, after: State, b: Bounds, only: Collection[str] | None = None
+) -> list[str]:
+    """Names of the invariants ``after`` breaks and the properties the step ``before -> after``
+    breaks; with ``only``, of those names alone (what a TLC config's INVARIANTS and PROPERTIES
+    name)."""
+    states = STATE_INVARIANTS.items()
+    steps = STEP_PROPERTIES.items() if before is not None else ()
+    if only is not None:
+        states = [(n, c) for n, c in states if n in only]  # type: ignore[assignment]
+        steps = [(n, c) for n, c in steps if n in only]  # type: ignore[assignment]
+    bad = [name for name, check in states if not check(after, b)]
     if before is not None:
-        bad += [name for name, step in STEP_PROPERTIES.items() if not step(before, after, b)]
+        bad += [name for name, step in steps if not step(before, after, b)]
     return bad

@@ -155,3 +155,15 @@ def test_every_model_action_has_one_name_in_the_spec_the_mapping_table_and_the_t
     for name in names | set(ACTIONS):
         assert f"{name} ==" in spec or f"{name}(" in spec, f"{name} is not an action of the spec"
         assert f"`{name}" in table, f"{name} is missing from the mapping table in tla/README.md"
+
+
+def test_model_check_only_checks_the_named_property_as_a_must_fail_config_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["model", "check", "--quiet", "--flavour", "defect3", "--ttl", "0", "--max-wall", "1"]
+    assert main([*args, "--dups", "0", "--only", "NoStuckLease"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED: NoStuckLease\n" in out
+    assert "LegacyRecord('w1', 1)" in out
+    with pytest.raises(SystemExit, match="no invariant or property L9"):
+        main([*args, "--only", "L9"])

@@ -36,6 +36,9 @@ class Bounds:
     dispatch_generation)``: each dispatch gets a generation that never repeats, carried by the
     WORK and its RESULT and recorded in both leases). With ``pipeline=1`` and ``fence="rank"``
     no generation is ever tracked, so the state graph is exactly F314's.
+
+    ``legacy`` (the spec's ``LegacyRecords``): whether a journal written before F314 may be
+    opened (LegacyRecord); off, a property must fail on another scenario than a legacy record's.
     """
 
     task_of: tuple[tuple[str, str], ...] = (("w1", "s1"), ("w2", "s1"), ("w3", "s2"))
@@ -51,6 +54,7 @@ class Bounds:
     flavour: Flavour = Flavour.FIXED
     pipeline: int = 1
     fence: str = "rank"
+    legacy: bool = True
 
     @cached_property
     def works(self) -> tuple[str, ...]:
@@ -367,7 +371,7 @@ def successors(s: State, b: Bounds) -> Iterator[tuple[Label, State]]:
     if s.reboots < b.max_reboots:
         yield ("Reboot", ()), s._replace(mono=0, reboots=s.reboots + 1)
     yield ("CompactJournal", ()), s._replace(journal=jo.compact_journal(s.journal))
-    for w in b.works:
+    for w in b.works if b.legacy else ():
         for r in b.ranks:
             ok, j = jo.legacy_record(s.journal, w, r, b.legacy_stamp)
             if ok:

@@ -57,6 +57,10 @@ Pipeline == 1
 \* The owner token of a lease (Bounds.fence): "rank" (F314) or "generation".
 Fence == "rank"
 Generations == Fence = "generation"
+\* Whether a journal written before F314 may be opened (LegacyRecord; Bounds.legacy).  A
+\* definition like Pipeline: a config turns it off with `LegacyRecords <- MCNoLegacy`, to
+\* see a property fail on another scenario than a legacy record's.
+LegacyRecords == TRUE
 
 \* The protocol as F314 fixes it, each pre-fix defect switched back on alone, and the
 \* must-fail twins: one planted bug for each property no defect of F314 breaks.
@@ -534,10 +538,11 @@ CompactJournal ==
 
 (* LegacyRecord(w, r) mirrors journal.legacy_record.  A journal written     *)
 (* before F314 is opened: enabled only while the journal holds no record at *)
-(* all, so at most one legacy record arrives, before any F314 lease.  It    *)
-(* carries a monotonic stamp from another boot, no clock tag, and counts as *)
-(* an attempt.                                                              *)
+(* all (and LegacyRecords holds), so at most one legacy record arrives,    *)
+(* before any F314 lease.  It carries a monotonic stamp from another boot,  *)
+(* no clock tag, and counts as an attempt.                                  *)
 LegacyRecord(w, r) ==
+    /\ LegacyRecords
     /\ DOMAIN journal.attempts = {}
     /\ journal' = [journal EXCEPT
                      !.leases = Put(journal.leases, w,

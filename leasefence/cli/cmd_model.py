@@ -109,6 +109,12 @@ def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     g.add_argument(
+        "--no-legacy",
+        dest="legacy",
+        action="store_false",
+        help="never open a journal written before F314 (no LegacyRecord; the spec's LegacyRecords)",
+    )
+    g.add_argument(
         "--flavour",
         choices=[f.value for f in Flavour],
         default=Flavour.FIXED.value,
@@ -140,6 +146,7 @@ def bounds_from_args(args: argparse.Namespace) -> Bounds:
         flavour=Flavour(args.flavour),
         pipeline=args.pipeline,
         fence=args.fence,
+        legacy=args.legacy,
     )
 
 

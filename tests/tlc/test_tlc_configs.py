@@ -117,3 +117,11 @@ def test_the_issues_mutation_of_the_compensating_undo_fails_the_ci_config(
     v = check_config(tmp_path / "MCLeaseFence.cfg", tools)
     assert v.result.violated == "L1_NoOrphanLease", v.summary()
     assert [s.action for s in v.result.counterexample] == ["Init", "DispatchWork", "DispatchWork"]
+
+
+def test_tlc_and_the_model_explore_the_same_graph_without_legacy_records(tools: Tools) -> None:
+    b = bounds_of_config(TLA_DIR / "Buggy_NoStuckLease.cfg")
+    assert not b.legacy and b.ttl == 0
+    ag = agree(b, tools)
+    assert ag.ok, "\n".join(ag.report())
+    assert "LegacyRecord" not in {label for _, label, _ in ag.model.edges}

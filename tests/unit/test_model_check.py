@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -165,5 +166,10 @@ def test_model_check_only_checks_the_named_property_as_a_must_fail_config_does(
     out = capsys.readouterr().out
     assert "VIOLATED: NoStuckLease\n" in out
     assert "LegacyRecord('w1', 1)" in out
+    assert main([*args, "--dups", "0", "--only", "NoStuckLease", "--no-legacy"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED: NoStuckLease\n" in out
+    steps = re.findall(r"^\s+\d+\. (\w+)", out, re.MULTILINE)
+    assert steps == ["Init", "Tick", "DispatchWork", "Reboot"]  # F314's reboot scenario
     with pytest.raises(SystemExit, match="no invariant or property L9"):
         main([*args, "--only", "L9"])

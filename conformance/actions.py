@@ -217,7 +217,7 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         "RestartCoordinator", "(c)", "coordinator",
-        "coordinator.restart_coordinator", "(c)",
+        "coordinator.restart_coordinator", "(c, flavour)",
         "coordinator.StateShardCoordinator.__init__", "(snapshot_path, *, clock, autosave)",
         None, ("restart_coordinator",),
         note="a new `StateShardCoordinator` loads the snapshot into the next epoch",

@@ -130,13 +130,18 @@ def recover_states(
     return gone, c._replace(leases=leases)
 
 
-def restart_coordinator(c: Coordinator) -> Coordinator:
+def restart_coordinator(c: Coordinator, flavour: Flavour = FIXED) -> Coordinator:
     """RestartCoordinator. Loads the snapshot into the next epoch (L6).
 
     Statistics survive; every lease keeps its owner for the record but its time is zeroed and its
     epoch is now older than the coordinator's, so it grants no ownership and the first
-    ``recover_states`` clears it.
+    ``recover_states`` clears it. The twin ``RESTART_KEEPS_OWNERS`` moves every lease into the
+    new epoch; ``RESTART_DROPS_STATS`` loads no statistics.
     """
-    pairs = tuple((t, s._replace(updated=0)) for t, s in c.leases)
+    keep = flavour is Flavour.RESTART_KEEPS_OWNERS
+    pairs = tuple(
+        (t, s._replace(updated=0, epoch=c.epoch + 1 if keep else s.epoch)) for t, s in c.leases
+    )
     leases: Map[str, StateLease] = pairs if type(c.leases) is tuple else as_map(pairs)
-    return c._replace(epoch=c.epoch + 1, leases=leases)
+    stats = () if flavour is Flavour.RESTART_DROPS_STATS else c.stats
+    return c._replace(epoch=c.epoch + 1, leases=leases, stats=stats)

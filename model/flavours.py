@@ -1,4 +1,5 @@
-"""The protocol as F314 fixed it, and each of the four pre-fix defects switched back on alone."""
+"""The protocol as F314 fixed it, each of the four pre-fix defects switched back on alone, and the
+planted bugs that make each remaining property fail (its must-fail twin)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from enum import StrEnum
 
 
 class Flavour(StrEnum):
-    """Which protocol the model runs: ``FIXED`` (F314) or one pre-fix defect, one at a time.
+    """Which protocol the model runs: ``FIXED`` (F314), one pre-fix defect, or one must-fail
+    twin (a planted bug for a property no defect breaks), one at a time.
 
     The defects exist so that every layer (model checker, TLC, conformance, mutants) can show that
     it catches each one; they never leak into ``impl/``.
@@ -22,6 +24,15 @@ class Flavour(StrEnum):
     MONOTONIC_PERSISTED = "defect3"
     # Defect 4: the state ID reported by the worker was preferred over the master's stored one.
     REPORTED_ID_WINS = "defect4"
+    # Must-fail twins (issue 21): one planted bug per property that no defect of F314 breaks.
+    # A dispatch refused by the coordinator keeps its work lease (no compensating undo).
+    KEEP_REFUSED_LEASE = "keep-refused-lease"
+    # Journal recovery reclaims a Unix lease one tick before its TTL (off by one).
+    RECLAIM_EARLY = "reclaim-early"
+    # A coordinator restart keeps the old epoch's leases active (ownership is inherited).
+    RESTART_KEEPS_OWNERS = "restart-keeps-owners"
+    # A coordinator restart loads the snapshot without its statistics.
+    RESTART_DROPS_STATS = "restart-drops-stats"
 
 
 #: One line per flavour, for ``--help`` and reports.
@@ -31,6 +42,10 @@ DESCRIPTIONS: dict[Flavour, str] = {
     Flavour.UNFENCED_STATE: "defect 2: state lease overwrites the owner, complete without owner check",
     Flavour.MONOTONIC_PERSISTED: "defect 3: monotonic time persisted without a clock tag",
     Flavour.REPORTED_ID_WINS: "defect 4: the worker-reported state ID is preferred",
+    Flavour.KEEP_REFUSED_LEASE: "twin: a dispatch refused by the coordinator keeps its work lease",
+    Flavour.RECLAIM_EARLY: "twin: journal recovery reclaims a lease one tick before its TTL",
+    Flavour.RESTART_KEEPS_OWNERS: "twin: a coordinator restart keeps the old ranks' ownership",
+    Flavour.RESTART_DROPS_STATS: "twin: a coordinator restart drops the statistics",
 }
 
 #: The invariants each defect must violate (F314's table, checked by the tests).
@@ -38,8 +53,16 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     Flavour.FIXED: frozenset(),
     Flavour.DUPLICATE_OWNER: frozenset({"L1_SingleOwner", "L3_RefusalChangesNothing"}),
     Flavour.UNFENCED_STATE: frozenset({"L1_SingleOwner", "L2_OwnerFenced"}),
-    Flavour.MONOTONIC_PERSISTED: frozenset({"L4_UnixClockDomain", "L5_LegacyMigratable"}),
+    Flavour.MONOTONIC_PERSISTED: frozenset(
+        {"L4_UnixClockDomain", "L5_LegacyMigratable", "NoStuckLease"}
+    ),
     Flavour.REPORTED_ID_WINS: frozenset({"L7_AuthoritativeStateId"}),
+    Flavour.KEEP_REFUSED_LEASE: frozenset({"L1_NoOrphanLease"}),
+    Flavour.RECLAIM_EARLY: frozenset(
+        {"L2_RemovalFenced", "L6_NoInheritedOwnership", "L7_AuthoritativeStateId"}
+    ),
+    Flavour.RESTART_KEEPS_OWNERS: frozenset({"L6_NoInheritedOwnership"}),
+    Flavour.RESTART_DROPS_STATS: frozenset({"L6_StatisticsSurvive"}),
 }
 
 #: Beyond F314's table: rank fencing with more than one dispatch per rank (F314's own caveat).

@@ -134,6 +134,8 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
 
 #: ``invariants.STEP_PROPERTIES``, same names and order.
 STEP_PROPERTIES: dict[str, StepCheck] = {
+    "L1_NoOrphanLease": full.l1_no_orphan_lease,
+    "L2_RemovalFenced": full.l2_removal_fenced,
     "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
     "L6_StatisticsSurvive": l6_statistics_survive,
     "L7_AuthoritativeStateId": full.l7_authoritative_state_id,

@@ -7,10 +7,10 @@ State invariants take a state; two-state properties (L3, L6's statistics, L7) ta
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from leasefence.model.coordinator import active_lease
-from leasefence.model.rules import CLOCK_MONO, CLOCK_UNIX, CLOCKS, reclaimable
+from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, CLOCKS, reclaimable
 from leasefence.model.state import State, get
 from leasefence.model.system import Bounds
 
@@ -67,6 +67,56 @@ def l2_owner_fenced(s: State, b: Bounds) -> bool:
         if lease is None or (lease.owner, lease.gen) != (r, d.gen):
             return False
         if state is None or (state.owner, state.gen) != (r, d.gen):
+            return False
+    return True
+
+
+# L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
+def l1_no_orphan_lease(before: State, after: State, b: Bounds) -> bool:
+    # Every journal lease a step grants (but a legacy record) belongs to a dispatch that step
+    # starts, and, but across a restart, every dispatch a step ends holds no work lease after it.
+    j0, j1 = before.journal, after.journal
+    if j0.leases is j1.leases and before.active is after.active:
+        return True
+    started = set(after.active) - set(before.active)
+    for w, x in j1.leases:
+        old = get(j0.leases, w)
+        if old == x or x.clock == CLOCK_LEGACY:
+            continue
+        if not any(r == x.owner and d.work == w and d.gen == x.gen for r, d in started):
+            return False
+    if after.coordinator.epoch != before.coordinator.epoch:
+        return True
+    for r, d in set(before.active) - set(after.active):
+        lease = get(j1.leases, d.work)
+        if lease is not None and (lease.owner, lease.gen) == (r, d.gen):
+            return False
+    return True
+
+
+# L2: complete, abandon and discard change state only when the worker is the current owner.
+def l2_removal_fenced(before: State, after: State, b: Bounds) -> bool:
+    # Every lease a step removes or replaces, in the journal or the coordinator, goes by a
+    # result its owner's rank delivered in that step, by recovery of an expired (or stale)
+    # lease, or by a restart's voiding.
+    j0, j1, c0, c1 = before.journal, after.journal, before.coordinator, after.coordinator
+    if j0.leases is j1.leases and c0.leases is c1.leases:
+        return True
+    dup = after.dups != before.dups
+    sent = [m[0] for m in before.net if dup or m not in after.net]
+    sent += [m[0] for m in before.gnet if dup or m not in after.gnet]
+
+    def expired(updated: int, clock: str) -> bool:
+        return reclaimable(updated, clock, before.wall, before.mono, b.ttl)
+
+    for w, x in j0.leases:
+        if get(j1.leases, w) != x and x.owner not in sent and not expired(x.updated, x.clock):
+            return False
+    voided = c1.epoch != c0.epoch
+    for t, y in c0.leases:
+        if get(c1.leases, t) == y or voided or y.epoch != c0.epoch or y.owner in sent:
+            continue
+        if not expired(y.updated, CLOCK_UNIX):
             return False
     return True
 
@@ -181,15 +231,31 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
 
 #: Two-state properties by their TLA+ name (checked on every transition, under PROPERTIES in TLA+).
 STEP_PROPERTIES: dict[str, StepCheck] = {
+    "L1_NoOrphanLease": l1_no_orphan_lease,
+    "L2_RemovalFenced": l2_removal_fenced,
     "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
     "L6_StatisticsSurvive": l6_statistics_survive,
     "L7_AuthoritativeStateId": l7_authoritative_state_id,
 }
 
+#: Step properties stated over the whole system step (the master's dispatches and the results in
+#: flight): checked on the spec's actions by both model checkers, not on one container's calls
+#: (the conformance machines) nor on an implementation trace's compound steps.
+SYSTEM_STEP_PROPERTIES: frozenset[str] = frozenset({"L1_NoOrphanLease", "L2_RemovalFenced"})
 
-def violated(before: State | None, after: State, b: Bounds) -> list[str]:
-    """Names of the invariants ``after`` breaks and the properties the step ``before -> after`` breaks."""
-    bad = [name for name, check in STATE_INVARIANTS.items() if not check(after, b)]
+
+def violated(
+    before: State | None, after: State, b: Bounds, only: Collection[str] | None = None
+) -> list[str]:
+    """Names of the invariants ``after`` breaks and the properties the step ``before -> after``
+    breaks; with ``only``, of those names alone (what a TLC config's INVARIANTS and PROPERTIES
+    name)."""
+    states = STATE_INVARIANTS.items()
+    steps = STEP_PROPERTIES.items() if before is not None else ()
+    if only is not None:
+        states = [(n, c) for n, c in states if n in only]  # type: ignore[assignment]
+        steps = [(n, c) for n, c in steps if n in only]  # type: ignore[assignment]
+    bad = [name for name, check in states if not check(after, b)]
     if before is not None:
-        bad += [name for name, step in STEP_PROPERTIES.items() if not step(before, after, b)]
+        bad += [name for name, step in steps if not step(before, after, b)]
     return bad

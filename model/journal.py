@@ -98,6 +98,11 @@ def recover_work(
         w
         for w, lease in j.leases
         if reclaimable(lease.updated, lease.clock, wall, mono, ttl, flavour)
+        or (
+            flavour is Flavour.RECLAIM_EARLY
+            and lease.clock == CLOCK_UNIX
+            and wall - lease.updated >= ttl - 1
+        )
     )
     if not gone:
         return (), j

@@ -2,7 +2,8 @@
 the coordinator, clocks with faults, and the bounds under which it is explored exhaustively.
 
 ``successors(state, bounds)`` is the next-state relation: every enabled action with its label.
-Action names are the TLA+ ones; the one table of actions across layers is
+The TLA+ spec (``tla/LeaseFence.tla``) is the norm and this module mirrors it; action names are
+the TLA+ ones; the one table of actions across layers is
 ``conformance/actions.py``, rendered in ``tla/README.md``.
 """
 
@@ -35,6 +36,9 @@ class Bounds:
     dispatch_generation)``: each dispatch gets a generation that never repeats, carried by the
     WORK and its RESULT and recorded in both leases). With ``pipeline=1`` and ``fence="rank"``
     no generation is ever tracked, so the state graph is exactly F314's.
+
+    ``legacy`` (the spec's ``LegacyRecords``): whether a journal written before F314 may be
+    opened (LegacyRecord); off, a property must fail on another scenario than a legacy record's.
     """
 
     task_of: tuple[tuple[str, str], ...] = (("w1", "s1"), ("w2", "s1"), ("w3", "s2"))
@@ -50,6 +54,7 @@ class Bounds:
     flavour: Flavour = Flavour.FIXED
     pipeline: int = 1
     fence: str = "rank"
+    legacy: bool = True
 
     @cached_property
     def works(self) -> tuple[str, ...]:
@@ -177,7 +182,7 @@ def dispatch_work(
             ok = True
         if not ok:
             undone = tuple(reversed(taken))
-            if "lease_work" in undone:
+            if "lease_work" in undone and b.flavour is not Flavour.KEEP_REFUSED_LEASE:
                 _, j = jo.abandon_work(j, work, rank, b.flavour, gen)
             return DispatchOutcome(False, tuple(taken), step, undone), s._replace(journal=j)
         taken.append(step)
@@ -224,28 +229,64 @@ def deliver_result(
     old-protocol worker).
     With ``keep`` (while ``dups < max_dups``) the message stays in flight: a duplicated result.
 
-    The master finds the dispatch the result is for among ``r``'s: by generation when one is
-    presented, else by work ID (its stored view). Found but for another work ID, or not found
-    while every slot of ``r`` holds another dispatch: stale, changes nothing (at depth 1: a
-    result for another work ID than the rank's active dispatch). Otherwise the owner token is
-    ``(r, stored gen)`` if found, else ``(r, p)``; the task is ``authoritative_state_task(
-    stored, reported)`` (L7); success completes the work lease and then the state lease,
-    failure abandons both; each container refuses a token that is not exactly the owner's (L2).
-    The dispatch found ends.
+    The message is consumed (``consume_result``); the master looks up the dispatch the result
+    is for (``found_dispatches``); a stale result changes nothing else (``is_stale``); any other
+    is committed to the journal and the coordinator (``commit_result``). The same four parts as
+    the spec's ConsumeResult, Found, IsStale and CommitResult.
     """
     p = gen if presented is None else presented
+    s = consume_result(s, rank, work, gen, keep)
+    found = found_dispatches(s, rank, work, p)
+    if is_stale(s, rank, work, found, b):
+        return ResultOutcome(True, None, False, False, False), s
+    return commit_result(s, rank, work, p, found, reported, ok, b)
+
+
+def consume_result(s: State, rank: int, work: str, gen: int, keep: bool) -> State:
+    """ConsumeResult(r, w, g, keep): the result of generation ``gen`` (0: ``(r, w)`` in ``net``;
+    else ``(r, w, gen)`` in ``gnet``) leaves the network, or stays in flight with ``keep`` (a
+    duplicated result, counted in ``dups``)."""
+    if keep:
+        return s._replace(dups=s.dups + 1)
     if gen:
-        gnet, net = (s.gnet if keep else discard(s.gnet, (rank, work, gen))), s.net
-    else:
-        gnet, net = s.gnet, (s.net if keep else discard(s.net, (rank, work)))
-    dups = s.dups + 1 if keep else s.dups
-    mine = dispatches_of(s, rank)
-    found = [d for d in mine if (d.gen == p if p else d.work == work)]
+        return s._replace(gnet=discard(s.gnet, (rank, work, gen)))
+    return s._replace(net=discard(s.net, (rank, work)))
+
+
+def found_dispatches(s: State, rank: int, work: str, presented: int) -> list[Dispatch]:
+    """Found(r, w, p): the dispatches of ``rank`` the result is for, by generation when one is
+    presented, else by work ID (at most one)."""
+    return [
+        d for d in dispatches_of(s, rank) if (d.gen == presented if presented else d.work == work)
+    ]
+
+
+def is_stale(s: State, rank: int, work: str, found: list[Dispatch], b: Bounds) -> bool:
+    """IsStale(r, w, p): the dispatch found is for another work ID, or none is found while every
+    slot of ``rank`` holds another dispatch; the master drops such a result unread."""
+    if found:
+        return found[0].work != work
+    return len(dispatches_of(s, rank)) >= b.pipeline
+
+
+def commit_result(
+    s: State,
+    rank: int,
+    work: str,
+    presented: int,
+    found: list[Dispatch],
+    reported: str | None,
+    ok: bool,
+    b: Bounds,
+) -> tuple[ResultOutcome, State]:
+    """CommitResult(r, w, p, reported, ok): a result that is not stale, committed. The owner
+    token is ``(rank, stored gen)`` if a dispatch is found, else ``(rank, presented)``; the task
+    is ``authoritative_state_task(stored, reported)`` (L7); success completes the work lease and
+    then the state lease, failure abandons both (the state step only when the work step
+    succeeded and there is a task); each container refuses a token that is not exactly the
+    owner's (L2). The dispatch found ends."""
     disp = found[0] if found else None
-    if (disp is not None and disp.work != work) or (disp is None and len(mine) >= b.pipeline):
-        stale = s._replace(net=net, gnet=gnet, dups=dups)
-        return ResultOutcome(True, None, False, False, False), stale
-    token = disp.gen if disp is not None else p
+    token = disp.gen if disp is not None else presented
     task = authoritative_state_task(disp.task if disp else None, reported, b.flavour)
     mismatch = disp is not None and reported is not None and reported != disp.task
     j, c = s.journal, s.coordinator
@@ -261,9 +302,7 @@ def deliver_result(
             state_ok, c = co.abandon_state(c, task, rank, gen=token)
     active = _remove(s.active, rank, disp) if disp is not None else s.active
     outcome = ResultOutcome(False, task, mismatch, work_ok, state_ok)
-    return outcome, s._replace(
-        journal=j, coordinator=c, active=active, net=net, gnet=gnet, dups=dups
-    )
+    return outcome, s._replace(journal=j, coordinator=c, active=active)
 
 
 def reclaim_expired(s: State, b: Bounds) -> tuple[tuple[str, ...], State]:
@@ -282,7 +321,7 @@ def restart_master(s: State, b: Bounds) -> State:
     Its memory (active dispatches) is lost; the coordinator loads into the next epoch (L6); then
     it recovers the journal and the coordinator with the TTL. Results in flight may still arrive.
     """
-    c = co.restart_coordinator(s.coordinator)
+    c = co.restart_coordinator(s.coordinator, b.flavour)
     _, j = jo.recover_work(s.journal, b.ttl, s.wall, s.mono, b.flavour)
     _, c = co.recover_states(c, b.ttl, s.wall, s.mono, b.flavour)
     return s._replace(journal=j, coordinator=c, active=())
@@ -332,7 +371,7 @@ def successors(s: State, b: Bounds) -> Iterator[tuple[Label, State]]:
     if s.reboots < b.max_reboots:
         yield ("Reboot", ()), s._replace(mono=0, reboots=s.reboots + 1)
     yield ("CompactJournal", ()), s._replace(journal=jo.compact_journal(s.journal))
-    for w in b.works:
+    for w in b.works if b.legacy else ():
         for r in b.ranks:
             ok, j = jo.legacy_record(s.journal, w, r, b.legacy_stamp)
             if ok:

@@ -10,10 +10,12 @@
 (* state ID or none.  Clocks fault: reboots reset monotonic time, the wall *)
 (* clock may be stepped back.                                              *)
 (*                                                                         *)
-(* This module describes exactly the state machine of the Python reference *)
-(* model, leasefence.model.system.successors(), with WithinConstraint as   *)
-(* its state constraint; `leasefence tlc agree` checks that both explore   *)
-(* the same state graph.  Every variable is a field of model.state.State;  *)
+(* This module is the norm.  The Python reference model                   *)
+(* (leasefence.model.system.successors(), with WithinConstraint as its     *)
+(* state constraint) mirrors it action for action, and the implementation  *)
+(* refines the model; `leasefence tlc agree` checks that spec and model    *)
+(* explore the same state graph.  Where they differ, the spec says what    *)
+(* the protocol is.  Every variable is a field of model.state.State;       *)
 (* the model's maps (sorted tuples of the keys present) are functions      *)
 (* whose DOMAIN is the set of keys present.  Each component operator below *)
 (* is a pure function returning [ok |-> result, next |-> new value], like  *)
@@ -55,9 +57,15 @@ Pipeline == 1
 \* The owner token of a lease (Bounds.fence): "rank" (F314) or "generation".
 Fence == "rank"
 Generations == Fence = "generation"
+\* Whether a journal written before F314 may be opened (LegacyRecord; Bounds.legacy).  A
+\* definition like Pipeline: a config turns it off with `LegacyRecords <- MCNoLegacy`, to
+\* see a property fail on another scenario than a legacy record's.
+LegacyRecords == TRUE
 
-\* The protocol as F314 fixes it, and each pre-fix defect switched back on alone.
-Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4"}
+\* The protocol as F314 fixes it, each pre-fix defect switched back on alone, and the
+\* must-fail twins: one planted bug for each property no defect of F314 breaks.
+Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4", "keep-refused-lease",
+             "reclaim-early", "restart-keeps-owners", "restart-drops-stats"}
 \* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
 Defect1 == Flavour = "defect1"
 \* defect2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
@@ -66,6 +74,14 @@ Defect2 == Flavour = "defect2"
 Defect3 == Flavour = "defect3"
 \* defect4: the state ID reported by the worker was preferred over the master's stored one.
 Defect4 == Flavour = "defect4"
+\* Twin of L1_NoOrphanLease: a dispatch refused by the coordinator keeps its work lease.
+KeepRefusedLease == Flavour = "keep-refused-lease"
+\* Twin of L2_RemovalFenced: journal recovery reclaims a Unix lease one tick before its TTL.
+ReclaimEarly == Flavour = "reclaim-early"
+\* Twin of L6_NoInheritedOwnership: a coordinator restart keeps the old epoch's leases active.
+RestartKeepsOwners == Flavour = "restart-keeps-owners"
+\* Twin of L6_StatisticsSurvive: a coordinator restart loads the snapshot without its statistics.
+RestartDropsStats == Flavour = "restart-drops-stats"
 
 ASSUME /\ Flavour \in Flavours
        /\ Pipeline \in Nat \ {0}
@@ -236,9 +252,13 @@ AbandonWork(j, w, r, g) ==
 
 (* RecoverWork(j) mirrors journal.recover_work.  Reclaims every active      *)
 (* lease the recovery rule selects; `gone` is the set of reclaimed IDs.     *)
+(* The twin ReclaimEarly also reclaims a Unix lease one tick before its TTL. *)
 RecoverWork(j) ==
     LET gone == {w \in DOMAIN j.leases :
-                    Reclaimable(j.leases[w].updated, j.leases[w].clock, wall, mono)}
+                    \/ Reclaimable(j.leases[w].updated, j.leases[w].clock, wall, mono)
+                    \/ /\ ReclaimEarly
+                       /\ j.leases[w].clock = "unix"
+                       /\ wall - j.leases[w].updated >= TTL - 1}
     IN  [gone |-> gone, next |-> [j EXCEPT !.leases = Without(j.leases, gone)]]
 
 (* CompactJournalOp(j) mirrors journal.compact_journal: one record per      *)
@@ -319,10 +339,14 @@ RecoverStates(c) ==
 (* snapshot into the next epoch (L6).  Statistics survive; every lease keeps *)
 (* its owner for the record but its time is zeroed and its epoch is now     *)
 (* older, so it grants no ownership and the first RecoverStates clears it.  *)
+(* The twin RestartKeepsOwners moves every lease into the new epoch;        *)
+(* RestartDropsStats loads no statistics.                                   *)
 RestartCoordinator(c) ==
     [epoch  |-> c.epoch + 1,
-     leases |-> [t \in DOMAIN c.leases |-> [c.leases[t] EXCEPT !.updated = 0]],
-     stats  |-> c.stats]
+     leases |-> [t \in DOMAIN c.leases |->
+                   [c.leases[t] EXCEPT !.updated = 0,
+                                       !.epoch = IF RestartKeepsOwners THEN c.epoch + 1 ELSE @]],
+     stats  |-> IF RestartDropsStats THEN EmptyMap ELSE c.stats]
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -368,8 +392,10 @@ DispatchWork(w, r) ==
     IN  /\ Cardinality(Slots(r)) < Pipeline
         /\ IF ~lw.ok THEN UNCHANGED vars
            ELSE IF ~ls.ok
-           THEN \* RejectDispatch: undo the steps taken, in reverse order.
-                /\ journal' = AbandonWork(lw.next, w, r, g).next
+           THEN \* RejectDispatch: undo the steps taken, in reverse order (the twin
+                \* KeepRefusedLease skips the undo).
+                /\ journal' = IF KeepRefusedLease THEN lw.next
+                              ELSE AbandonWork(lw.next, w, r, g).next
                 /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks,
                                gnet>>
            ELSE /\ journal' = lw.next
@@ -387,28 +413,12 @@ DispatchWork(w, r) ==
 InFlight(r, w) ==
     (IF <<r, w>> \in net THEN {0} ELSE {}) \cup {m[3] : m \in {x \in gnet : x[1] = r /\ x[2] = w}}
 
-(* DeliverResult(r, w, reported, ok, keep, withgen) mirrors                *)
-(* system.deliver_result (Master.handle_result).  Enabled for a result in   *)
-(* flight from r about w, of generation g (0: in net, else in gnet).  It    *)
-(* may be late or reordered, report any state ID or none (NoTask: the old   *)
-(* protocol) and, from gnet, present its generation (withgen: p = g) or     *)
-(* none (p = 0: an old-protocol worker).  With keep (only while             *)
-(* dups < MaxDups) the message stays in flight: a duplicated result.  The   *)
-(* master finds the dispatch the result is for among r's (Slots(r)): by     *)
-(* generation when one is presented, else by work ID.  Found but for        *)
-(* another work ID, or not found while every slot of r holds another        *)
-(* dispatch: stale, nothing else changes (at depth 1: a result for another  *)
-(* work ID than r's active dispatch).  Otherwise the owner token is         *)
-(* <<r, stored gen>> if found, else <<r, p>>; the task is                   *)
-(* AuthoritativeStateTask (L7); success runs CompleteWork then              *)
-(* CompleteState, failure AbandonWork then AbandonState (the state step     *)
-(* only when the work step succeeded and there is a task); each refuses a   *)
-(* token that is not exactly the owner's (L2).  The dispatch found ends.    *)
-DeliverResult(r, w, reported, ok, keep, withgen) ==
-  \E g \in InFlight(r, w) :
-    LET p == IF withgen THEN g ELSE 0
-    IN
-    /\ withgen => g # 0
+(* ConsumeResult(r, w, g, keep): the network side of a delivery.  The      *)
+(* result of generation g (0: the message <<r, w>> in net; else            *)
+(* <<r, w, g>> in gnet) leaves the network, or, with keep (only while      *)
+(* dups < MaxDups), stays in flight to be delivered again: a duplicated    *)
+(* result.                                                                  *)
+ConsumeResult(r, w, g, keep) ==
     /\ keep => dups < MaxDups
     /\ IF g = 0
        THEN /\ net' = IF keep THEN net ELSE net \ {<<r, w>>}
@@ -416,22 +426,59 @@ DeliverResult(r, w, reported, ok, keep, withgen) ==
        ELSE /\ gnet' = IF keep THEN gnet ELSE gnet \ {<<r, w, g>>}
             /\ UNCHANGED net
     /\ dups' = IF keep THEN dups + 1 ELSE dups
-    /\ LET found == {d \in Slots(r) : IF p = 0 THEN d.work = w ELSE d.gen = p}
-       IN  IF \/ \E d \in found : d.work # w
-              \/ found = {} /\ Cardinality(Slots(r)) >= Pipeline
+
+(* Found(r, w, p): the dispatches of r the result is for, as the master     *)
+(* looks them up among its own (Slots(r)): by generation when the result    *)
+(* presents one (p # 0), else by work ID.  At most one.                     *)
+Found(r, w, p) == {d \in Slots(r) : IF p = 0 THEN d.work = w ELSE d.gen = p}
+
+(* IsStale(r, w, p): the master drops the result unread.  Either the        *)
+(* dispatch found is for another work ID (the result names a work the      *)
+(* dispatch was not given), or none is found while every slot of r holds   *)
+(* another dispatch (at depth 1: a result for another work ID than r's     *)
+(* active dispatch, the classic late result).                              *)
+IsStale(r, w, p) ==
+    \/ \E d \in Found(r, w, p) : d.work # w
+    \/ Found(r, w, p) = {} /\ Cardinality(Slots(r)) >= Pipeline
+
+(* CommitResult(r, w, p, reported, ok): the containers' side of a result    *)
+(* that is not stale.  The owner token is <<r, stored gen>> when a dispatch *)
+(* is found, else <<r, p>> (a result the master has forgotten, e.g. across *)
+(* a restart).  The task is AuthoritativeStateTask of the stored and the    *)
+(* reported one (L7).  Success runs CompleteWork then CompleteState,        *)
+(* failure AbandonWork then AbandonState; the state step runs only when the *)
+(* work step succeeded and there is a task.  Each container refuses a token *)
+(* that is not exactly its lease's owner (L2).  The dispatch found ends.    *)
+CommitResult(r, w, p, reported, ok) ==
+    LET found == Found(r, w, p)
+        disp  == CHOOSE d \in found : TRUE
+        tok   == IF found = {} THEN p ELSE disp.gen
+        t     == AuthoritativeStateTask(IF found = {} THEN NoTask ELSE disp.task, reported)
+        wr    == IF ok THEN CompleteWork(journal, w, r, tok)
+                       ELSE AbandonWork(journal, w, r, tok)
+        sr    == IF ok THEN CompleteState(coordinator, t, r, tok)
+                       ELSE AbandonState(coordinator, t, r, tok)
+    IN  /\ journal' = wr.next
+        /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
+        /\ active' = IF found = {} THEN active ELSE active \ {disp}
+
+(* DeliverResult(r, w, reported, ok, keep, withgen) mirrors                *)
+(* system.deliver_result (Master.handle_result).  Enabled for a result in   *)
+(* flight from r about w, of generation g (InFlight).  It may be late or    *)
+(* reordered, report any state ID or none (NoTask: the old protocol) and,   *)
+(* from gnet, present its generation (withgen: p = g) or none (p = 0: an    *)
+(* old-protocol worker).  The message is consumed (ConsumeResult); a stale  *)
+(* result changes nothing else (IsStale); any other is committed to the     *)
+(* journal and the coordinator (CommitResult).                              *)
+DeliverResult(r, w, reported, ok, keep, withgen) ==
+  \E g \in InFlight(r, w) :
+    LET p == IF withgen THEN g ELSE 0
+    IN  /\ withgen => g # 0
+        /\ ConsumeResult(r, w, g, keep)
+        /\ IF IsStale(r, w, p)
            THEN UNCHANGED <<journal, coordinator, active>>
-           ELSE LET disp  == CHOOSE d \in found : TRUE
-                    tok   == IF found = {} THEN p ELSE disp.gen
-                    t     == AuthoritativeStateTask(IF found = {} THEN NoTask ELSE disp.task,
-                                                    reported)
-                    wr    == IF ok THEN CompleteWork(journal, w, r, tok)
-                                   ELSE AbandonWork(journal, w, r, tok)
-                    sr    == IF ok THEN CompleteState(coordinator, t, r, tok)
-                                   ELSE AbandonState(coordinator, t, r, tok)
-                IN  /\ journal' = wr.next
-                    /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
-                    /\ active' = IF found = {} THEN active ELSE active \ {disp}
-    /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
+           ELSE CommitResult(r, w, p, reported, ok)
+        /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
 
 (* ReclaimExpired mirrors system.reclaim_expired (Master.reclaim_expired).  *)
 (* Always enabled: the master's periodic recovery runs RecoverWork and      *)
@@ -491,10 +538,11 @@ CompactJournal ==
 
 (* LegacyRecord(w, r) mirrors journal.legacy_record.  A journal written     *)
 (* before F314 is opened: enabled only while the journal holds no record at *)
-(* all, so at most one legacy record arrives, before any F314 lease.  It    *)
-(* carries a monotonic stamp from another boot, no clock tag, and counts as *)
-(* an attempt.                                                              *)
+(* all (and LegacyRecords holds), so at most one legacy record arrives,    *)
+(* before any F314 lease.  It carries a monotonic stamp from another boot,  *)
+(* no clock tag, and counts as an attempt.                                  *)
 LegacyRecord(w, r) ==
+    /\ LegacyRecords
     /\ DOMAIN journal.attempts = {}
     /\ journal' = [journal EXCEPT
                      !.leases = Put(journal.leases, w,
@@ -545,6 +593,50 @@ L2_OwnerFenced ==
     \A d \in active :
         /\ OwnsWork(journal, d.work, d.rank, d.gen)
         /\ Owned(coordinator, d.task, d.rank, d.gen)
+
+\* L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
+\* Every journal lease a step grants (but a legacy record) belongs to a dispatch that step
+\* starts, and, but across a restart, every dispatch a step ends holds no work lease after it.
+L1OrphanStep ==
+    /\ \A w \in DOMAIN journal'.leases :
+          LET x == journal'.leases[w]
+          IN  (/\ ~(Has(journal.leases, w) /\ journal.leases[w] = x)
+               /\ x.clock # "legacy")
+                 => \E d \in active' \ active :
+                       d.rank = x.owner /\ d.work = w /\ d.gen = x.gen
+    /\ coordinator'.epoch = coordinator.epoch =>
+          \A d \in active \ active' : ~OwnsWork(journal', d.work, d.rank, d.gen)
+
+\* L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
+L1_NoOrphanLease == [][L1OrphanStep]_vars
+
+\* L2: complete, abandon and discard change state only when the worker is the current owner.
+\* Every lease a step removes or replaces, in the journal or the coordinator, goes by a
+\* result its owner's rank delivered in that step, by recovery of an expired (or stale)
+\* lease, or by a restart's voiding.  Expired is F314's rule, whatever the Flavour.
+Delivered ==
+    {m[1] : m \in {x \in net : dups' # dups \/ x \notin net'}}
+       \cup {m[1] : m \in {x \in gnet : dups' # dups \/ x \notin gnet'}}
+Expired(updated, clock) ==
+    \/ TTL = 0
+    \/ clock # "unix"
+    \/ updated - wall > TTL
+    \/ wall - updated >= TTL
+L2RemovalStep ==
+    /\ \A w \in DOMAIN journal.leases :
+          LET x == journal.leases[w]
+          IN  ~(Has(journal'.leases, w) /\ journal'.leases[w] = x)
+                 => x.owner \in Delivered \/ Expired(x.updated, x.clock)
+    /\ \A t \in DOMAIN coordinator.leases :
+          LET y == coordinator.leases[t]
+          IN  ~(Has(coordinator'.leases, t) /\ coordinator'.leases[t] = y)
+                 => \/ coordinator'.epoch # coordinator.epoch
+                    \/ y.epoch # coordinator.epoch
+                    \/ y.owner \in Delivered
+                    \/ Expired(y.updated, "unix")
+
+\* L2: complete, abandon and discard change state only when the worker is the current owner.
+L2_RemovalFenced == [][L2RemovalStep]_vars
 
 \* L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 L3Step ==

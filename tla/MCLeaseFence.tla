@@ -19,4 +19,8 @@ MCTaskOfSmall == ("w1" :> "s1" @@ "w2" :> "s1")
 MCPipeline2 == 2
 MCFenceRank == "rank"
 MCFenceGeneration == "generation"
+
+\* Override of the spec's LegacyRecords (`LegacyRecords <- MCNoLegacy`): no journal written
+\* before F314 is ever opened.
+MCNoLegacy == FALSE
 =============================================================================

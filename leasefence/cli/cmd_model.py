@@ -109,6 +109,12 @@ def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     g.add_argument(
+        "--no-legacy",
+        dest="legacy",
+        action="store_false",
+        help="never open a journal written before F314 (no LegacyRecord; the spec's LegacyRecords)",
+    )
+    g.add_argument(
         "--flavour",
         choices=[f.value for f in Flavour],
         default=Flavour.FIXED.value,
@@ -140,6 +146,7 @@ def bounds_from_args(args: argparse.Namespace) -> Bounds:
         flavour=Flavour(args.flavour),
         pipeline=args.pipeline,
         fence=args.fence,
+        legacy=args.legacy,
     )
 
 
@@ -166,6 +173,15 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="write the figures (and any counterexample) as JSON",
     )
     c.add_argument("--quiet", action="store_true", help="no progress lines")
+    c.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help=(
+            "check only this invariant or property (repeatable; TypeOK is always checked), as a "
+            "must-fail TLC config names them (tla/Buggy_<NAME>.cfg)"
+        ),
+    )
     c.set_defaults(func=run_check)
     t = msub.add_parser(
         "transitions",
@@ -197,7 +213,13 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    return modelcheck.run_check(bounds_from_args(args), args.quiet, args.json)
+    from leasefence.model.invariants import STATE_INVARIANTS, STEP_PROPERTIES
+
+    only = None if args.only is None else frozenset({"TypeOK", *args.only})
+    unknown = sorted((only or set()) - set(STATE_INVARIANTS) - set(STEP_PROPERTIES))
+    if unknown:
+        raise SystemExit(f"leasefence model check: no invariant or property {', '.join(unknown)}")
+    return modelcheck.run_check(bounds_from_args(args), args.quiet, args.json, only)
 
 
 def run_transitions(args: argparse.Namespace) -> int:

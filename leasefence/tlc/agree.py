@@ -69,6 +69,9 @@ def bounds_of_config(cfg: Path) -> Bounds:
     fence = parse_value(constant_text(cfg, "Fence", '"rank"'))
     if not isinstance(pipeline, int) or isinstance(pipeline, bool) or not isinstance(fence, str):
         raise TlaParseError(f"Pipeline must be an integer and Fence a string in {cfg}")
+    legacy = parse_value(constant_text(cfg, "LegacyRecords", "TRUE"))
+    if not isinstance(legacy, bool):
+        raise TlaParseError(f"LegacyRecords must be TRUE or FALSE in {cfg}")
     return Bounds(
         task_of=task_of,
         ranks=tuple(sorted(int(r) for r in ranks if isinstance(r, int))),
@@ -83,6 +86,7 @@ def bounds_of_config(cfg: Path) -> Bounds:
         flavour=Flavour(str(parse_value(consts["Flavour"]))),
         pipeline=pipeline,
         fence=fence,
+        legacy=legacy,
     )
 
 
@@ -101,6 +105,7 @@ def agreement_files(b: Bounds) -> tuple[str, str]:
         f"AgreeTaskOf == ({task_of})\n"
         f"AgreePipeline == {b.pipeline}\n"
         f"AgreeFence == {_tla_string(b.fence)}\n"
+        f"AgreeLegacy == {'TRUE' if b.legacy else 'FALSE'}\n"
         "====\n"
     )
     ranks = ", ".join(str(r) for r in b.ranks)
@@ -120,6 +125,7 @@ def agreement_files(b: Bounds) -> tuple[str, str]:
         "    NoTask = NoTask\n"
         "    Pipeline <- AgreePipeline\n"
         "    Fence <- AgreeFence\n"
+        "    LegacyRecords <- AgreeLegacy\n"
         "SPECIFICATION Spec\n"
         "CONSTRAINT WithinConstraint\n"
     )

@@ -61,9 +61,9 @@ _CFG_KEYWORDS = frozenset(
 _CONST = re.compile(r"^\s*(\w+)\s*(=|<-)\s*(.+?)\s*$")
 
 
-def config_constants(cfg: Path) -> dict[str, str]:
-    """The ``Name = value`` and ``Name <- Def`` lines of a config's CONSTANTS, as text."""
-    out: dict[str, str] = {}
+def _section_lines(cfg: Path) -> list[tuple[str, str]]:
+    """Each non-empty line of a config (comments stripped) with the section keyword it is under."""
+    out: list[tuple[str, str]] = []
     section = ""
     for raw in cfg.read_text().splitlines():
         line = raw.split("\\*", 1)[0].rstrip()
@@ -75,11 +75,30 @@ def config_constants(cfg: Path) -> dict[str, str]:
             line = line[len(head) :]
             if not line.strip():
                 continue
+        out.append((section, line))
+    return out
+
+
+def config_constants(cfg: Path) -> dict[str, str]:
+    """The ``Name = value`` and ``Name <- Def`` lines of a config's CONSTANTS, as text."""
+    out: dict[str, str] = {}
+    for section, line in _section_lines(cfg):
         if section in ("CONSTANT", "CONSTANTS"):
             m = _CONST.match(line)
             if m:
                 out[m.group(1)] = m.group(3)
     return out
+
+
+def checked_properties(cfg: Path) -> frozenset[str]:
+    """The names a config checks: its INVARIANTS and PROPERTIES."""
+    sections = ("INVARIANT", "INVARIANTS", "PROPERTY", "PROPERTIES")
+    return frozenset(
+        name
+        for section, line in _section_lines(cfg)
+        if section in sections
+        for name in line.split()
+    )
 
 
 def constant_text(cfg: Path, name: str, default: str) -> str:

@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from leasefence.model.check import explore
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.tlc.agree import agree, bounds_of_config
-from leasefence.tlc.configs import TLA_DIR
+from leasefence.tlc.configs import TLA_DIR, all_configs, checked_properties, expectation
 from leasefence.tlc.jar import Tools
 from leasefence.tlc.runner import check_config
 
 pytestmark = pytest.mark.tlc
 
 BUGGY = sorted(TLA_DIR.glob("BuggyDefect*.cfg"))
+MUST_FAIL = [c for c in all_configs(deep=True) if expectation(c).must_fail]
 
 
 def test_ci_config_explores_every_state_without_a_violation(tools: Tools) -> None:
@@ -88,3 +90,39 @@ def test_tlc_and_the_model_explore_the_same_graph_for_the_pipeline_constants(
     assert b.pipeline == 2
     ag = agree(b, tools)
     assert ag.ok, "\n".join(ag.report())
+
+
+@pytest.mark.parametrize("cfg", MUST_FAIL, ids=[c.stem for c in MUST_FAIL])
+def test_each_must_fail_config_fails_in_tlc_and_the_model_with_witnesses_of_one_length(
+    cfg: Path, tools: Tools
+) -> None:
+    v = check_config(cfg, tools)
+    assert v.ok, v.summary()
+    model = explore(bounds_of_config(cfg), only=checked_properties(cfg))
+    assert v.result.violated in model.violated, (v.result.violated, model.violated)
+    assert len(v.result.counterexample) == len(model.trace)
+
+
+def test_the_issues_mutation_of_the_compensating_undo_fails_the_ci_config(
+    tools: Tools, tmp_path: Path
+) -> None:
+    # Issue 21: a refused dispatch that keeps its work lease passed MCLeaseFence.cfg (9,824 states).
+    for src in [*TLA_DIR.glob("*.tla"), TLA_DIR / "MCLeaseFence.cfg"]:
+        shutil.copy2(src, tmp_path / src.name)
+    spec = tmp_path / "LeaseFence.tla"
+    text = spec.read_text()
+    undo = "ELSE AbandonWork(lw.next, w, r, g).next"
+    assert undo in text
+    spec.write_text(text.replace(undo, "ELSE lw.next"))
+    v = check_config(tmp_path / "MCLeaseFence.cfg", tools)
+    assert v.result.violated == "L1_NoOrphanLease", v.summary()
+    assert [s.action for s in v.result.counterexample] == ["Init", "DispatchWork", "DispatchWork"]
+
+
+def test_tlc_and_the_model_explore_the_same_graph_without_legacy_records(tools: Tools) -> None:
+    b = bounds_of_config(TLA_DIR / "Buggy_NoStuckLease.cfg")
+    assert not b.legacy
+    assert b.ttl == 0
+    ag = agree(b, tools)
+    assert ag.ok, "\n".join(ag.report())
+    assert "LegacyRecord" not in {label for _, label, _ in ag.model.edges}

@@ -233,6 +233,12 @@ def _planted() -> dict[str, tuple[State, State, Bounds]]:
         "TypeOK": (s, s._replace(journal=j._replace(attempts=put(j.attempts, "w007", 0))), WIDE),
         "L1_SingleOwner": (s, s._replace(active=(*s.active, (2, Dispatch("w159", "s079")))), WIDE),
         "L2_OwnerFenced": (s, s._replace(journal=j._replace(leases=())), WIDE),
+        "L1_NoOrphanLease": (
+            s,
+            s._replace(journal=j._replace(leases=put(j.leases, "w158", Lease(2, 5, "unix")))),
+            WIDE,
+        ),
+        "L2_RemovalFenced": (s, s._replace(coordinator=c._replace(leases=())), WIDE),
         "L3_RefusalChangesNothing": (
             s,
             s._replace(journal=j._replace(attempts=put(j.attempts, "w123", 2))),

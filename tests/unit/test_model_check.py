@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,7 +36,10 @@ def test_fixed_protocol_holds_under_clock_faults() -> None:
     assert result.action_counts["LegacyRecord"] > 0
 
 
-@pytest.mark.parametrize("flavour", [f for f in Flavour if f is not Flavour.FIXED])
+DEFECTS = [f for f in Flavour if f.value.startswith("defect")]
+
+
+@pytest.mark.parametrize("flavour", DEFECTS)
 def test_each_defect_is_caught_with_its_invariant_and_a_shortest_trace(flavour: Flavour) -> None:
     result = explore(replace(SMALL, flavour=flavour))
     assert not result.ok
@@ -44,10 +48,31 @@ def test_each_defect_is_caught_with_its_invariant_and_a_shortest_trace(flavour: 
     assert len(result.trace) <= 3
 
 
+#: Each must-fail twin (issue 21) with its shortest witness: the actions after Init.
+TWIN_WITNESSES = {
+    Flavour.KEEP_REFUSED_LEASE: ["DispatchWork", "DispatchWork"],
+    Flavour.RECLAIM_EARLY: ["DispatchWork", "ReclaimExpired"],
+    Flavour.RESTART_KEEPS_OWNERS: ["DispatchWork", "RestartMaster"],
+    Flavour.RESTART_DROPS_STATS: ["DispatchWork", "DeliverResult", "RestartMaster"],
+}
+
+
+def test_every_flavour_is_a_defect_or_a_twin_with_its_witness() -> None:
+    assert set(Flavour) == {Flavour.FIXED, *DEFECTS, *TWIN_WITNESSES}
+
+
+@pytest.mark.parametrize("flavour", list(TWIN_WITNESSES), ids=[f.value for f in TWIN_WITNESSES])
+def test_each_twin_fails_on_its_property_with_its_witness(flavour: Flavour) -> None:
+    result = explore(replace(SMALL, flavour=flavour))
+    assert EXPECTED_VIOLATIONS[flavour] & set(result.violated), result.violated
+    assert [step.label[0] for step in result.trace[1:] if step.label] == TWIN_WITNESSES[flavour]
+
+
 @pytest.mark.parametrize(
     ("flavour", "expected"),
     [
         ("fixed", 0),
+        ("keep-refused-lease", 1),
         ("defect1", 1),
         ("defect2", 1),
         ("defect3", 1),
@@ -131,3 +156,20 @@ def test_every_model_action_has_one_name_in_the_spec_the_mapping_table_and_the_t
     for name in names | set(ACTIONS):
         assert f"{name} ==" in spec or f"{name}(" in spec, f"{name} is not an action of the spec"
         assert f"`{name}" in table, f"{name} is missing from the mapping table in tla/README.md"
+
+
+def test_model_check_only_checks_the_named_property_as_a_must_fail_config_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["model", "check", "--quiet", "--flavour", "defect3", "--ttl", "0", "--max-wall", "1"]
+    assert main([*args, "--dups", "0", "--only", "NoStuckLease"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED: NoStuckLease\n" in out
+    assert "LegacyRecord('w1', 1)" in out
+    assert main([*args, "--dups", "0", "--only", "NoStuckLease", "--no-legacy"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED: NoStuckLease\n" in out
+    steps = re.findall(r"^\s+\d+\. (\w+)", out, re.MULTILINE)
+    assert steps == ["Init", "Tick", "DispatchWork", "Reboot"]  # F314's reboot scenario
+    with pytest.raises(SystemExit, match="no invariant or property L9"):
+        main([*args, "--only", "L9"])

@@ -1,0 +1,58 @@
+"""Every property named in the spec has a must-fail config that checks it alone (with TypeOK) and
+that the model checker, under the config's constants, reports violated (issue 21)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from leasefence.model import invariants
+from leasefence.model.check import explore
+from leasefence.tlc.agree import bounds_of_config
+from leasefence.tlc.configs import TLA_DIR, all_configs, checked_properties, expectation
+
+#: Properties with no must-fail config, and why (none today; a new property must add its twin
+#: or say here why it cannot fail).
+WITHOUT_TWIN: dict[str, str] = {}
+
+
+def spec_properties() -> set[str]:
+    """The L* operators and NoStuckLease the spec defines (the ``...Step`` actions excluded)."""
+    text = (TLA_DIR / "LeaseFence.tla").read_text()
+    return set(re.findall(r"^((?:L\d_\w+)|NoStuckLease) ==", text, re.MULTILINE))
+
+
+def must_fail_twins(name: str) -> list[str]:
+    """The must-fail configs that check ``name`` alone (with TypeOK) and expect it to fail."""
+    return [
+        c.name
+        for c in all_configs(deep=True)
+        if checked_properties(c) == {"TypeOK", name} and name in expectation(c).violations
+    ]
+
+
+def test_the_spec_the_ci_config_and_the_model_name_the_same_properties() -> None:
+    model = set(invariants.STATE_INVARIANTS) | set(invariants.STEP_PROPERTIES)
+    ci = checked_properties(TLA_DIR / "MCLeaseFence.cfg")
+    assert spec_properties() | {"TypeOK"} == set(ci) == model
+
+
+@pytest.mark.parametrize("name", sorted(spec_properties()))
+def test_each_property_has_a_must_fail_twin_that_checks_it_alone_or_a_reason(name: str) -> None:
+    twins = must_fail_twins(name)
+    if name in WITHOUT_TWIN:
+        assert twins == [], f"{name} has a twin now: drop it from WITHOUT_TWIN"
+    else:
+        assert twins, f"no must-fail config checks {name} alone"
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(spec_properties() - set(WITHOUT_TWIN)),
+    ids=sorted(spec_properties() - set(WITHOUT_TWIN)),
+)
+def test_the_model_checker_reports_each_twins_property_under_its_constants(name: str) -> None:
+    for cfg in must_fail_twins(name):
+        result = explore(bounds_of_config(TLA_DIR / cfg), only=checked_properties(TLA_DIR / cfg))
+        assert name in result.violated, (cfg, result.violated)

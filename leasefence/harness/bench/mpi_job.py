@@ -30,8 +30,12 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    the fence differs too.
 ``bare``           a bare mpi4py loop: ``comm.recv(source=ANY_SOURCE)`` on rank 0, one pickled
                    message each way, blocking receives everywhere.
-``bare-poll``      the same loop receiving with the transport's ``Improbe`` + growing sleep, as
-                   ``leasefence run`` does (separates the polling policy from the master's logic).
+``bare-poll``      the same loop receiving with ``Improbe`` + a growing sleep (0.2-5 ms: the
+                   ``sleep`` poll mode, ``leasefence run``'s only one before issue 19),
+                   which separates the polling policy from the master's logic.
+
+Master contenders wait for messages as ``--poll`` says (``leasefence run --poll``, default
+``auto``).
 ``pool``           ``mpi4py.futures.MPIPoolExecutor.map`` over the worker ranks.
 
 Every master contender runs the real ``master_dispatch``/``worker_execute`` pair with
@@ -96,10 +100,10 @@ class GroupCommitTransport:
     save) and only then sends the queued messages, and polls for more.
     """
 
-    def __init__(self, comm: Any, commit: Any) -> None:
+    def __init__(self, comm: Any, commit: Any, poll: Any) -> None:
         from leasefence.impl.transport import MpiTransport
 
-        self.inner = MpiTransport(comm)
+        self.inner = MpiTransport(comm, poll)
         self.comm = comm
         self.commit = commit
         self.ready: deque[Any] = deque()
@@ -151,7 +155,7 @@ class _Commit:
         self.coordinator.save()
 
 
-def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
+def master_job(comm: Any, contender: str, tasks: int, out: Path, poll: Any) -> None:
     from leasefence.harness.bench.memory_journal import MemoryJournal
     from leasefence.impl.coordinator import StateShardCoordinator
     from leasefence.impl.journal import WorkLeaseJournal
@@ -166,14 +170,14 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
         transport: Any
         if contender == "master-always":
             master = Master.open(journal_path, snapshot, catalogue, ttl=3600.0)
-            transport = MpiTransport(comm)
+            transport = MpiTransport(comm, poll)
         elif contender == "master-group":
             clock = StepClock()
             journal = WorkLeaseJournal(journal_path, clock=clock, sync="group")
             coordinator = StateShardCoordinator(snapshot, clock=clock, autosave=False)
             coordinator.save()
             master = Master(journal, coordinator, catalogue, ttl=3600.0, clock=clock)
-            transport = GroupCommitTransport(comm, _Commit(journal, coordinator))
+            transport = GroupCommitTransport(comm, _Commit(journal, coordinator), poll)
         else:
             pipeline, fence = MEMORY_MASTERS[contender]
             clock = StepClock()
@@ -181,7 +185,7 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
                 MemoryJournal(clock), StateShardCoordinator(None, clock=clock), catalogue,
                 ttl=3600.0, clock=clock, pipeline=pipeline, fence=fence,
             )  # fmt: skip
-            transport = MpiTransport(comm)
+            transport = MpiTransport(comm, poll)
         marks: dict[str, float] = {}
         # Dispatches per rank, seen after each refill of the timed part (every master contender
         # pays for this count, so the depth 1 and depth 2 contenders pay alike).
@@ -226,20 +230,22 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
     report(out, contender, timed, seconds, **extra)
 
 
-def master_worker(comm: Any) -> None:
+def master_worker(comm: Any, poll: Any) -> None:
     from leasefence.impl.transport import worker_execute
     from leasefence.impl.workload import trivial_worker
 
-    worker_execute(comm, trivial_worker)
+    worker_execute(comm, trivial_worker, poll=poll)
 
 
 # -- the bare loops ----------------------------------------------------------------------------
 
 
 def _poll_recv(comm: Any, source: int) -> tuple[Any, int]:
+    from leasefence.impl.poll import PollPolicy
     from leasefence.impl.transport import mpi_receive
 
-    while (env := mpi_receive(comm, source, 1.0)) is None:
+    sleep = PollPolicy.of("sleep", oversubscribed=False)  # Improbe + 0.2-5 ms sleeps
+    while (env := mpi_receive(comm, source, 1.0, sleep)) is None:
         pass
     return int.from_bytes(env.data, "big"), env.source
 
@@ -321,6 +327,7 @@ def main() -> None:
     p.add_argument("contender", choices=CONTENDERS)
     p.add_argument("--tasks", type=int, default=300)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--poll", default="auto", help="master contenders: leasefence run's --poll")
     args = p.parse_args()
     comm = MPI.COMM_WORLD
     if args.contender == "pool":
@@ -330,10 +337,13 @@ def main() -> None:
         sys.exit("mpi_job: needs mpiexec -n 2 or more")
     rank = comm.Get_rank()
     if args.contender.startswith("master"):
+        from leasefence.impl.poll import node_policy
+
+        policy = node_policy(comm, args.poll)  # collective, before the ranks part
         if rank == 0:
-            master_job(comm, args.contender, args.tasks, args.out)
+            master_job(comm, args.contender, args.tasks, args.out, policy)
         else:
-            master_worker(comm)
+            master_worker(comm, policy)
     else:
         poll = args.contender == "bare-poll"
         if rank == 0:

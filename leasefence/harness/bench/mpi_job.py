@@ -13,11 +13,13 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
 
 ``master-always``  ``Master.open`` on a journal and snapshot in a temporary directory: fencing,
                    the dispatch transaction, a journal fsync per record and a coordinator
-                   snapshot saved on every change (the real ``leasefence run`` setting).
+                   record appended and fsynced on every change (the real ``leasefence run``
+                   setting).
 ``master-group``   the same master over ``WorkLeaseJournal(sync="group")`` and a coordinator with
                    ``autosave=False``, driven through ``GroupCommitTransport``: before any WORK
                    leaves, the pending journal records are committed (one fsync) and the
-                   snapshot saved once; results already waiting are handled first, so the syncs
+                   coordinator's changes appended to its log (one fsync); results already
+                   waiting are handled first, so the syncs
                    of results arriving together are shared. (The master has no group-commit
                    path of its own; this composition is what one would do.)
 ``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
@@ -96,8 +98,8 @@ class GroupCommitTransport:
 
     ``send`` only queues. ``receive`` first hands out results already waiting (drained with a
     non-blocking probe), so the master decides on all of them; when none is left it commits
-    (journal: one write and one fsync for every pending record; coordinator: one snapshot
-    save) and only then sends the queued messages, and polls for more.
+    (journal: one write and one fsync for every pending record; coordinator: the same for its
+    log) and only then sends the queued messages, and polls for more.
     """
 
     def __init__(self, comm: Any, commit: Any, poll: Any) -> None:
@@ -141,18 +143,19 @@ class GroupCommitTransport:
 
 
 class _Commit:
-    """Commit the journal's pending records and save the coordinator's snapshot once."""
+    """Commit the journal's pending records (one fsync) and the coordinator's (one append, one
+    fsync)."""
 
     def __init__(self, journal: Any, coordinator: Any) -> None:
         self.journal = journal
         self.coordinator = coordinator
 
     def pending(self) -> bool:
-        return bool(self.journal.pending)
+        return bool(self.journal.pending) or self.coordinator.pending()
 
     def __call__(self) -> None:
         self.journal.commit()
-        self.coordinator.save()
+        self.coordinator.commit()
 
 
 def master_job(comm: Any, contender: str, tasks: int, out: Path, poll: Any) -> None:
@@ -175,7 +178,7 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path, poll: Any) -> N
             clock = StepClock()
             journal = WorkLeaseJournal(journal_path, clock=clock, sync="group")
             coordinator = StateShardCoordinator(snapshot, clock=clock, autosave=False)
-            coordinator.save()
+            coordinator.commit()
             master = Master(journal, coordinator, catalogue, ttl=3600.0, clock=clock)
             transport = GroupCommitTransport(comm, _Commit(journal, coordinator), poll)
         else:

@@ -44,11 +44,11 @@ with ``completions + failures > 0``; amounts are whole numbers on both sides.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from leasefence.impl.coordfile import decode
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import LeaseRecord, WorkLeaseJournal
 from leasefence.impl.master import Master
@@ -301,23 +301,17 @@ def coordinator_fields(c: StateShardCoordinator) -> dict[str, object]:
 
 
 def persisted_coordinator(path: Path, legacy: list[str]) -> dict[str, object]:
-    """``coordinator_fields`` as the snapshot at ``path`` (schema 1, see
-    ``impl.coordinator``) says them; ``legacy``: the legacy copies the object expects."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    """``coordinator_fields`` as the snapshot at ``path`` says them (its checkpoint with the
+    log after it applied: docs/coordinator-format.md); ``legacy``: the legacy copies the object
+    expects."""
+    doc = decode(path, path.read_bytes())
     return {
-        "epoch": doc["epoch"],
+        "epoch": doc.epoch,
         "leases": {
-            t: (
-                x["owner"],
-                x["updated"],
-                x["epoch"],
-                tuple(x["generation"]) if "generation" in x else None,
-            )
-            for t, x in sorted(doc["leases"].items())
+            t: (x.owner, x.updated, x.epoch, x.generation) for t, x in sorted(doc.leases.items())
         },
         "stats": {
-            t: (x["completions"], x["failures"], x["reward"], x["cost"])
-            for t, x in sorted(doc["stats"].items())
+            t: (s.completions, s.failures, s.reward, s.cost) for t, s in sorted(doc.stats.items())
         },
         "legacy copies": legacy,
     }

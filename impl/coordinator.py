@@ -31,7 +31,9 @@ Statistics (per task, and summed by ``totals()``)
     ``UnknownTask``. (The model keeps an entry only once a completion or failure is booked, so
     its statistics map is ours restricted to tasks with ``completions + failures > 0``.)
 
-Snapshot (schema 1), written by ``save()`` as one JSON object::
+The snapshot file: a checkpoint, then an append-only log (docs/coordinator-format.md; the bytes
+are ``leasefence.impl.coordfile``'s). The checkpoint (schema 1) is one JSON object, the whole
+state, exactly what every ``save()`` wrote before issue 19::
 
     {"schema": 1, "clock": "unix", "epoch": 3,
      "leases": {"<task>": {"owner": 2, "updated": 1764490000.25, "epoch": 3,
@@ -41,10 +43,18 @@ Snapshot (schema 1), written by ``save()`` as one JSON object::
     ``generation`` is present only on leases taken with one (issue 12); a snapshot without it
     is exactly F314's schema 1, and is read as rank-only owners.
 
-    ``save()`` writes a temporary file in the same directory (mode 0600), fsyncs it,
-    ``os.replace``-s it over the snapshot and fsyncs the directory: a crash leaves either the
-    whole old snapshot or the whole new one (a left-over ``.<name>.*.tmp`` file is ignored).
-    Loading a snapshot starts epoch ``saved epoch + 1``, keeps every statistic, and keeps every
+    After it, one checksummed line per change of the checkpoint's epoch: ``lease`` (a lease
+    taken), ``free`` (a lease released, with the task's statistics after it) or ``void`` (leases
+    recovered). ``commit()`` appends the changes made since the last one with one write and one
+    fsync (group commit); ``save()`` writes a checkpoint: a temporary file in the same directory
+    (mode 0600), fsynced, ``os.replace``-d over the file, directory fsynced, so a crash leaves
+    the whole old file or the whole new one (a left-over ``.tmp`` file is ignored). A commit
+    writes a checkpoint instead when the file is not yet a checkpoint of this epoch (the first
+    write of every epoch) or when the log has grown past ``CHECKPOINT_MIN`` records and past
+    the checkpoint's own entries, so no change rewrites every task and checkpoints cost O(1)
+    per change. Loading applies the records to the checkpoint (a torn tail of bad lines after
+    the last good record is ignored; a bad line before a good one is ``SnapshotError``), then
+    starts epoch ``saved epoch + 1``, keeps every statistic, and keeps every
     lease with its owner and old epoch but its time zeroed (``updated = 0.0``): no old lease
     grants ownership and the first ``recover_expired()`` voids them all (L6). This is exactly
     the model's ``restart_coordinator``.
@@ -61,11 +71,12 @@ copies the original bytes aside to ``<name>.legacy`` (or ``<name>.legacy.N``).
 A file that is not one of these two formats raises ``SnapshotError`` naming the path and what is
 wrong, and is left exactly as it was (no coordinator object exists to overwrite it).
 
-Autosave (default on): with a snapshot path, the constructor saves once (so the new epoch is
-durable) and every *successful* mutation saves before it returns; refusals never write. With
-``autosave=False`` only explicit ``save()`` calls write. A mutation whose save fails is undone
+Autosave (default on): with a snapshot path, the constructor writes a checkpoint (so the new
+epoch is durable) and every *successful* mutation commits (its one record, fsynced) before it
+returns; refusals never write. With ``autosave=False`` only explicit ``commit()`` and ``save()``
+calls write. A mutation whose save fails is undone
 in memory before the error propagates, so memory never differs from the last snapshot written.
-If a save fails with an ``OSError`` (a failed write, fsync or replace), ``CoordinatorError`` is
+If a write fails with an ``OSError`` (a failed write, fsync or replace), ``CoordinatorError`` is
 raised and this object refuses every further mutation and save, as the journal does: an fsync
 error is fatal, not retried.
 
@@ -82,20 +93,42 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Final, NoReturn
 
-from leasefence.impl.durable import read_nofollow
+from leasefence.impl.coordfile import (
+    SCHEMA,
+    StateLease,
+    Stats,
+    append_records,
+    batch_record,
+    decode,
+    encode_checkpoint,
+    free_record,
+    keep_legacy_copy,
+    lease_record,
+    read_file,
+    void_record,
+)
 from leasefence.impl.durable import replace_durably as _atomic_write
-from leasefence.impl.errors import CoordinatorError, InvalidArgument, SnapshotError, UnknownTask
+from leasefence.impl.errors import CoordinatorError, InvalidArgument, UnknownTask
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
-from leasefence.impl.strictjson import strict_hooks
 from leasefence.impl.wire import Generation, valid_generation
 
-#: The snapshot schema this module writes and reads.
-SCHEMA: Final = 1
+__all__ = [
+    "MAX_AMOUNT",
+    "SCHEMA",
+    "TASK_FIELDS",
+    "StateLease",
+    "StateShardCoordinator",
+    "Stats",
+    "state_task_id",
+]
+
+#: Records appended after a checkpoint before the next one is written: at least this many, and
+#: at least as many as the entries the checkpoint holds, so that checkpoints cost O(1) per change.
+CHECKPOINT_MIN: Final = 1024
 
 #: The largest reward or cost one booking may carry, in absolute value (module doc).
 MAX_AMOUNT: Final = 1e12
@@ -156,39 +189,6 @@ def _check_plain_json(value: object, where: str, open_containers: set[int]) -> N
     )
 
 
-@dataclass(frozen=True, slots=True)
-class StateLease:
-    """A state-task lease: owner rank, Unix time it was taken, coordinator epoch it was taken in.
-
-    Active only while ``epoch`` is the coordinator's current epoch; older ones are stale (L6).
-    """
-
-    owner: int
-    updated: float
-    epoch: int
-    #: The owner's dispatch generation (issue 12); None: a rank-only owner (F314).
-    generation: Generation | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """Cumulative statistics of one state task (or of all: ``totals()``); see the module doc."""
-
-    completions: int = 0
-    failures: int = 0
-    reward: float = 0.0
-    cost: float = 0.0
-
-    def plus(self, other: Stats) -> Stats:
-        """The field-by-field sum of two statistics."""
-        return Stats(
-            completions=self.completions + other.completions,
-            failures=self.failures + other.failures,
-            reward=self.reward + other.reward,
-            cost=self.cost + other.cost,
-        )
-
-
 def _check_task(task_id: object) -> str:
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgument(f"a state task ID must be a non-empty str, got {task_id!r}")
@@ -237,13 +237,17 @@ class StateShardCoordinator:
         self._epoch = 1
         self._leases: dict[str, StateLease] = {}
         self._stats: dict[str, Stats] = {}
+        # The log (module doc): records not yet written; where the good content of the file ends
+        # (None: the file is not a checkpoint of this epoch, so the next commit checkpoints);
+        # records since the checkpoint and the checkpoint's entries.
+        self._pending: list[bytes] = []
+        self._good_end: int | None = None
+        self._logged = 0
+        self._weight = 0
         if self._path is not None:
-            try:
-                raw = read_nofollow(self._path)
-            except FileNotFoundError:
-                raw = None
+            raw = read_file(self._path)
             if raw is not None:
-                loaded = _decode(self._path, raw)
+                loaded = decode(self._path, raw)
                 self._epoch = loaded.epoch + 1
                 self._leases = {
                     t: StateLease(
@@ -323,6 +327,7 @@ class StateShardCoordinator:
                 owner=worker, updated=now, epoch=self._epoch, generation=generation
             )
             self._stats.setdefault(task_id, Stats())
+            self._log(lease_record(task_id, self._leases[task_id]))
         return True
 
     def complete(
@@ -388,24 +393,52 @@ class StateShardCoordinator:
             with self._change():
                 for t in gone:
                     del self._leases[t]
+                self._log(void_record(gone))
         return gone
 
     def save(self) -> None:
-        """Write the snapshot atomically (module doc). ``CoordinatorError`` without a path."""
+        """Write a checkpoint: the whole state, atomically, replacing the file (module doc).
+        ``CoordinatorError`` without a path."""
         self._check_usable()
         if self._path is None:
             raise CoordinatorError("save(): this coordinator has no snapshot path")
-        data = self._encode()
+        data = encode_checkpoint(self._epoch, self._leases, self._stats)
         try:
             if self._legacy_original is not None:
-                _keep_legacy_copy(self._path, self._legacy_original)
+                keep_legacy_copy(self._path, self._legacy_original)
                 self._legacy_original = None
             _atomic_write(self._path, data)
         except OSError as e:
-            self._failure = f"saving the snapshot {self._path} failed: {e}"
-            raise CoordinatorError(
-                f"{self._failure}; this coordinator refuses every further change"
-            ) from e
+            self._fail(f"saving the snapshot {self._path} failed: {e}", e)
+        self._pending.clear()
+        self._good_end = len(data)
+        self._logged, self._weight = 0, len(self._leases) + len(self._stats)
+
+    def commit(self) -> None:
+        """Make every change so far durable: its records appended with one write and one fsync
+        (group commit: the changes since the last commit share them), or a checkpoint
+        (``save()``) when the file is not yet a checkpoint of this epoch or the log is due for
+        one (module doc). ``CoordinatorError`` without a path."""
+        self._check_usable()
+        if self._path is None:
+            raise CoordinatorError("commit(): this coordinator has no snapshot path")
+        due = self._logged + len(self._pending) > max(CHECKPOINT_MIN, self._weight)
+        if self._good_end is None or due:
+            self.save()
+            return
+        if not self._pending:
+            return
+        try:
+            end = append_records(self._path, batch_record(self._pending), self._good_end)
+        except OSError as e:
+            self._fail(f"appending to the snapshot {self._path} failed: {e}", e)
+        self._good_end = end
+        self._logged += len(self._pending)
+        self._pending.clear()
+
+    def pending(self) -> bool:
+        """Whether a change is not yet durable (``commit()`` would write)."""
+        return bool(self._pending) or (self._path is not None and self._good_end is None)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -427,6 +460,7 @@ class StateShardCoordinator:
             del self._leases[task_id]
             if delta is not None:
                 self._stats[task_id] = self._stats.get(task_id, Stats()).plus(delta)
+            self._log(free_record(task_id, self._stats[task_id]))
         return True
 
     def _now(self) -> float:
@@ -441,48 +475,35 @@ class StateShardCoordinator:
 
     def _persist(self) -> None:
         if self._autosave and self._path is not None:
-            self.save()
+            self.commit()
+
+    def _log(self, record: bytes) -> None:
+        """Keep ``record`` for the next commit (none without a file to write it to)."""
+        if self._path is not None:
+            self._pending.append(record)
+
+    def _fail(self, failure: str, cause: OSError) -> NoReturn:
+        """A write failed: refuse every further change and save (module doc)."""
+        self._failure = failure
+        raise CoordinatorError(
+            f"{self._failure}; this coordinator refuses every further change"
+        ) from cause
 
     @contextlib.contextmanager
     def _change(self) -> Iterator[None]:
         """One mutation: made in memory, then saved (autosave); if anything fails on the way,
         memory is put back as it was (the views stay the same objects), and the error raised."""
-        leases, stats = dict(self._leases), dict(self._stats)
+        leases, stats, logged = dict(self._leases), dict(self._stats), len(self._pending)
         try:
             yield
             self._persist()
         except BaseException:
+            del self._pending[logged:]
             self._leases.clear()
             self._leases.update(leases)
             self._stats.clear()
             self._stats.update(stats)
             raise
-
-    def _encode(self) -> bytes:
-        doc = {
-            "schema": SCHEMA,
-            "clock": UNIX,
-            "epoch": self._epoch,
-            "leases": {t: _lease_doc(x) for t, x in self._leases.items()},
-            "stats": {
-                t: {
-                    "completions": s.completions,
-                    "failures": s.failures,
-                    "reward": s.reward,
-                    "cost": s.cost,
-                }
-                for t, s in self._stats.items()
-            },
-        }
-        text = json.dumps(doc, sort_keys=True, indent=1, allow_nan=False)
-        return (text + "\n").encode("utf-8")
-
-
-def _lease_doc(x: StateLease) -> dict[str, object]:
-    doc: dict[str, object] = {"owner": x.owner, "updated": x.updated, "epoch": x.epoch}
-    if x.generation is not None:
-        doc["generation"] = list(x.generation)
-    return doc
 
 
 def _check_generation(generation: object) -> None:
@@ -492,185 +513,3 @@ def _check_generation(generation: object) -> None:
         raise InvalidArgument(
             f"generation must be None or (epoch, counter), got {generation!r:.80}"
         )
-
-
-# -- snapshot files ----------------------------------------------------------------------------
-
-
-def _keep_legacy_copy(path: Path, original: bytes) -> None:
-    """Copy a legacy snapshot's bytes to ``<name>.legacy`` (``.legacy.N`` if taken) once."""
-    candidate = path.with_name(path.name + ".legacy")
-    n = 0
-    while candidate.exists():
-        if candidate.read_bytes() == original:
-            return
-        n += 1
-        candidate = path.with_name(f"{path.name}.legacy.{n}")
-    _atomic_write(candidate, original)
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    epoch: int
-    leases: dict[str, StateLease]
-    stats: dict[str, Stats]
-    legacy: bool
-
-
-class _Bad(Exception):
-    """What is wrong with a snapshot; ``_decode`` adds the path."""
-
-
-#: Strict JSON for snapshots: a duplicate key or a NaN is a malformed snapshot.
-_STRICT = strict_hooks(_Bad, "duplicate key {}")
-
-
-_CURRENT_KEYS: Final = frozenset({"schema", "clock", "epoch", "leases", "stats"})
-_LEGACY_KEYS: Final = frozenset({"clock", "epoch", "leases", "stats"})
-_LEASE_KEYS: Final = frozenset({"owner", "updated", "epoch"})
-_OPTIONAL_LEASE_KEYS: Final = frozenset({"generation"})
-_LEGACY_LEASE_KEYS: Final = frozenset({"worker", "owner", "updated", "clock", "epoch"})
-_STATS_KEYS: Final = frozenset({"completions", "failures", "reward", "cost"})
-
-
-def _decode(path: Path, raw: bytes) -> _Loaded:
-    try:
-        return _parse(raw)
-    except _Bad as e:
-        raise SnapshotError(f"coordinator snapshot {path}: {e}") from None
-
-
-def _parse(raw: bytes) -> _Loaded:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _Bad(f"not UTF-8 (byte {e.start})") from None
-    if not text.strip():
-        raise _Bad("the file is empty")
-    try:
-        top = json.loads(text, **_STRICT)
-    except json.JSONDecodeError as e:
-        raise _Bad(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except ValueError as e:  # e.g. an integer over Python's digit limit
-        raise _Bad(f"not acceptable JSON: {e}") from None
-    except RecursionError:
-        raise _Bad("nested too deeply") from None
-    if not isinstance(top, dict):
-        raise _Bad(f"the top level is a {type(top).__name__}, not an object")
-    if "schema" in top:
-        return _parse_current(top)
-    return _parse_legacy(top)
-
-
-def _keys(obj: dict[str, object], where: str, allowed: frozenset[str], required: set[str]) -> None:
-    missing = sorted(required - obj.keys())
-    if missing:
-        raise _Bad(f"{where} has no {missing[0]!r}")
-    unknown = sorted(obj.keys() - allowed)
-    if unknown:
-        raise _Bad(f"{where} has an unknown key {unknown[0]!r}")
-
-
-def _int(value: object, where: str, minimum: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Bad(f"{where} must be an int, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise _Bad(f"{where} must be >= {minimum}, got {value!r}")
-    return value
-
-
-def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Bad(f"{where} must be a number, got {value!r}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise _Bad(f"{where} must be finite, got {value!r}")
-    return number
-
-
-def _object(value: object, where: str) -> dict[str, object]:
-    if not isinstance(value, dict):
-        raise _Bad(f"{where} must be an object, got {value!r:.60}")
-    return value
-
-
-def _task(key: str, where: str) -> str:
-    if not key:
-        raise _Bad(f"{where} has an empty task ID")
-    return key
-
-
-def _parse_current(top: dict[str, object]) -> _Loaded:
-    schema = top["schema"]
-    if isinstance(schema, bool) or schema != SCHEMA:
-        raise _Bad(f"unsupported schema version {schema!r} (this leasefence reads {SCHEMA})")
-    _keys(top, "the snapshot", _CURRENT_KEYS, set(_CURRENT_KEYS))
-    if top["clock"] != UNIX:
-        raise _Bad(f"clock is {top['clock']!r}, expected {UNIX!r}")
-    epoch = _int(top["epoch"], "epoch", 1)
-    leases: dict[str, StateLease] = {}
-    for t, value in _object(top["leases"], "leases").items():
-        where = f"lease of {_task(t, 'leases')!r}"
-        rec = _object(value, where)
-        _keys(rec, where, _LEASE_KEYS | _OPTIONAL_LEASE_KEYS, set(_LEASE_KEYS))
-        lease_epoch = _int(rec["epoch"], f"{where}: epoch", 0)
-        if lease_epoch > epoch:
-            raise _Bad(f"{where}: epoch {lease_epoch} is after the snapshot's epoch {epoch}")
-        gen = rec.get("generation")
-        if gen is not None and not (isinstance(gen, list) and valid_generation(gen)):
-            raise _Bad(f"{where}: generation must be [epoch, counter], got {gen!r:.60}")
-        leases[t] = StateLease(
-            owner=_int(rec["owner"], f"{where}: owner", None),
-            updated=_number(rec["updated"], f"{where}: updated"),
-            epoch=lease_epoch,
-            generation=None if gen is None else (gen[0], gen[1]),
-        )
-    stats = _parse_stats(top["stats"], required=True)
-    return _Loaded(epoch=epoch, leases=leases, stats=stats, legacy=False)
-
-
-def _parse_legacy(top: dict[str, object]) -> _Loaded:
-    _keys(top, "the legacy snapshot (no 'schema')", _LEGACY_KEYS, set())
-    clock = top.get("clock")
-    if clock == UNIX:
-        raise _Bad(f"clock is {UNIX!r} but there is no 'schema' version")
-    if clock is not None and not isinstance(clock, str):
-        raise _Bad(f"clock must be a string, got {clock!r}")
-    epoch = _int(top.get("epoch", 0), "epoch", 0)
-    leases: dict[str, StateLease] = {}
-    for t, value in _object(top.get("leases", {}), "leases").items():
-        where = f"legacy lease of {_task(t, 'leases')!r}"
-        rec = _object(value, where)
-        _keys(rec, where, _LEGACY_LEASE_KEYS, set())
-        ranks = [k for k in ("worker", "owner") if k in rec]
-        if len(ranks) != 1:
-            raise _Bad(f"{where} must have exactly one of 'worker' and 'owner'")
-        owner = _int(rec[ranks[0]], f"{where}: {ranks[0]}", None)
-        if "updated" in rec:
-            _number(rec["updated"], f"{where}: updated")  # checked, then dropped: monotonic
-        if "clock" in rec and not isinstance(rec["clock"], str):
-            raise _Bad(f"{where}: clock must be a string, got {rec['clock']!r}")
-        lease_epoch = _int(rec.get("epoch", epoch), f"{where}: epoch", 0)
-        if lease_epoch > epoch:
-            raise _Bad(f"{where}: epoch {lease_epoch} is after the snapshot's epoch {epoch}")
-        leases[t] = StateLease(owner=owner, updated=0.0, epoch=lease_epoch)
-    stats = _parse_stats(top.get("stats", {}), required=False)
-    return _Loaded(epoch=epoch, leases=leases, stats=stats, legacy=True)
-
-
-def _parse_stats(value: object, *, required: bool) -> dict[str, Stats]:
-    stats: dict[str, Stats] = {}
-    for t, entry in _object(value, "stats").items():
-        where = f"stats of {_task(t, 'stats')!r}"
-        rec = _object(entry, where)
-        _keys(rec, where, _STATS_KEYS, set(_STATS_KEYS) if required else set())
-        stats[t] = Stats(
-            completions=_int(rec.get("completions", 0), f"{where}: completions", 0),
-            failures=_int(rec.get("failures", 0), f"{where}: failures", 0),
-            reward=_number(rec.get("reward", 0), f"{where}: reward"),
-            cost=_number(rec.get("cost", 0), f"{where}: cost"),
-        )
-    return stats

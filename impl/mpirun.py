@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from leasefence.impl.errors import CoordinatorError, JournalError, JournalLocked, SnapshotError
 from leasefence.impl.master import Master, ResultOutcome, default_fence
+from leasefence.impl.poll import PollPolicy, node_policy
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import (
     DispatchHooks,
@@ -64,6 +65,9 @@ class RunConfig:
     fence: str | None = None
     # Invalid answers (messages the wire refuses) charged to one item before it is given up.
     max_invalid: int = 3
+    # How every rank waits for its next message (``leasefence.impl.poll``: auto, spin, yield,
+    # sleep, block).
+    poll: str = "auto"
 
 
 class RunHooks(DispatchHooks):
@@ -194,10 +198,11 @@ def run(
                 file=err,
             )
         return EXIT_USAGE
+    policy = node_policy(comm, config.poll)  # collective: every rank, before they part
     try:
         if comm.Get_rank() == 0:
-            return _master(comm, config, hooks, out, err)
-        return worker_execute(comm, WORKERS[config.worker], respond=hooks.respond)
+            return _master(comm, config, hooks, out, err, policy)
+        return worker_execute(comm, WORKERS[config.worker], respond=hooks.respond, poll=policy)
     except Exception:
         traceback.print_exc(file=err)
         err.flush()
@@ -227,13 +232,15 @@ def make_parents(*paths: Path | None) -> None:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
-def _master(comm: Any, config: RunConfig, hooks: RunHooks, out: TextIO, err: TextIO) -> int:
-    """Rank 0: run the master; on an expected failure, say it in one line, stop the workers
-    and return its exit status (module doc)."""
+def _master(
+    comm: Any, config: RunConfig, hooks: RunHooks, out: TextIO, err: TextIO, poll: PollPolicy
+) -> int:
+    """Rank 0: run the master (waiting for messages as ``poll`` says); on an expected failure,
+    say it in one line, stop the workers and return its exit status (module doc)."""
     logging.basicConfig(
         level=logging.WARNING, stream=err, format="leasefence %(levelname)s: %(message)s"
     )
-    transport = MpiTransport(comm)
+    transport = MpiTransport(comm, poll)
     try:
         return _serve(transport, config, hooks, out, err)
     except Exception as exc:

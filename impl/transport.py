@@ -5,9 +5,9 @@ job. The master loop talks to a ``Transport``: ``MpiTransport`` in a real run, o
 ``InProcessTransport``, which runs the worker function directly in the same process, without
 MPI, sleeps or real time.
 
-Nothing in these loops decides anything: every decision is a ``Master`` method. Neither side
-ever blocks inside MPI: receiving is ``Improbe`` plus a short, growing sleep (MPICH busy-polls
-in a blocking receive, which would starve the solver on a machine with fewer cores than ranks).
+Nothing in these loops decides anything: every decision is a ``Master`` method. How a side waits
+for its next message (spin, yield, sleep or block on ``Improbe``/``Probe``, adapted to a node
+with more ranks than cores) is ``leasefence.impl.poll``'s.
 
 Hooks, not fields (etcd's raft): the loops offer hooks and know no fault. A worker turns its
 result into the messages it sends with a ``Respond`` function (the honest ``respond`` unless one
@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.master import Master, ResultOutcome
+from leasefence.impl.poll import PollPolicy, guess_policy, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
     FROM_WORKER,
@@ -223,25 +224,20 @@ class InProcessTransport:
 # -- MPI ---------------------------------------------------------------------------------------
 
 
-def mpi_receive(comm: Any, source: int, timeout: float) -> Envelope | None:
-    """The next message from ``source`` (or any), polled with ``Improbe`` and a growing sleep
-    (0.2 ms up to 5 ms), so a waiting rank uses almost no CPU; None after ``timeout``."""
+def mpi_receive(
+    comm: Any, source: int, timeout: float | None, policy: PollPolicy | None = None
+) -> Envelope | None:
+    """The next message from ``source`` (or any), waited for as ``policy`` says (default: ``auto``
+    for this job's size, ``guess_policy``); None after ``timeout`` seconds (None: never)."""
     from mpi4py import MPI
 
-    status = MPI.Status()
-    deadline = time.monotonic() + timeout
-    pause = 0.0002
-    while True:
-        message = comm.improbe(source=source, tag=MPI.ANY_TAG, status=status)
-        if message is not None:
-            buf = bytearray(status.Get_count(MPI.BYTE))
-            message.Recv([buf, MPI.BYTE])
-            return Envelope(status.Get_source(), status.Get_tag(), bytes(buf))
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        time.sleep(min(pause, remaining))
-        pause = min(pause * 2, 0.005)
+    got = receive(comm, source, timeout, policy if policy is not None else guess_policy(comm))
+    if got is None:
+        return None
+    message, status = got
+    buf = bytearray(status.Get_count(MPI.BYTE))
+    message.Recv([buf, MPI.BYTE])
+    return Envelope(status.Get_source(), status.Get_tag(), bytes(buf))
 
 
 def mpi_send(comm: Any, dest: int, tag: int, data: bytes) -> None:
@@ -253,8 +249,9 @@ def mpi_send(comm: Any, dest: int, tag: int, data: bytes) -> None:
 class MpiTransport:
     """The master's side of MPI: rank 0 of ``comm`` talks to ranks 1..size-1."""
 
-    def __init__(self, comm: Any) -> None:
+    def __init__(self, comm: Any, poll: PollPolicy | None = None) -> None:
         self.comm = comm
+        self.poll = poll if poll is not None else guess_policy(comm)
         self._ranks = tuple(Rank(r) for r in range(1, comm.Get_size()))
 
     @property
@@ -268,7 +265,7 @@ class MpiTransport:
     def receive(self, timeout: float) -> Envelope | None:
         from mpi4py import MPI
 
-        return mpi_receive(self.comm, MPI.ANY_SOURCE, timeout)
+        return mpi_receive(self.comm, MPI.ANY_SOURCE, timeout, self.poll)
 
 
 # -- the pair ----------------------------------------------------------------------------------
@@ -408,14 +405,18 @@ def stop_workers(transport: Transport, status: int, timeout: float = STOP_TIMEOU
     return not waiting
 
 
-def worker_execute(comm: Any, worker_fn: WorkerFn, *, respond: Respond = respond) -> int:
+def worker_execute(
+    comm: Any, worker_fn: WorkerFn, *, respond: Respond = respond, poll: PollPolicy | None = None
+) -> int:
     """The worker loop (ranks 1..N-1): take WORK from rank 0, run it, send the replies
     ``respond`` makes of its result; on STOP send any held replies, then BYE (with the number of
     RESULT messages sent), and return the exit status the STOP carried.
 
-    A reply with a ``hold`` is held that many seconds while the worker keeps taking work.
+    A reply with a ``hold`` is held that many seconds while the worker keeps taking work. A
+    worker holding nothing waits for its next message without a deadline (``poll``: how).
     """
     rank = comm.Get_rank()
+    policy = poll if poll is not None else guess_policy(comm)
     sent = 0
     attempts: Counter[str] = Counter()
     held: list[tuple[float, Reply]] = []
@@ -430,8 +431,10 @@ def worker_execute(comm: Any, worker_fn: WorkerFn, *, respond: Respond = respond
         for item in due:
             held.remove(item)
             send(item[1])
-        wait = min((t for t, _ in held), default=time.monotonic() + 1.0) - time.monotonic()
-        env = mpi_receive(comm, 0, max(wait, 0.0))
+        wait = min((t for t, _ in held), default=None)
+        env = mpi_receive(
+            comm, 0, None if wait is None else max(wait - time.monotonic(), 0.0), policy
+        )
         if env is None:
             continue
         try:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from leasefence.cli.argtypes import count, rate, seconds
+from leasefence.impl.poll import POLL_MODES
 
 
 def _inject(text: str) -> Any:
@@ -156,6 +157,17 @@ def configure(p: argparse.ArgumentParser) -> None:
             "--fence rank`)"
         ),
     )
+    p.add_argument(
+        "--poll",
+        choices=POLL_MODES,
+        default="auto",
+        help=(
+            "how every rank waits for its next message: auto (default: spin briefly, then yield, "
+            "then sleep; with more ranks than cores on a node, barely spin and never yield), "
+            "spin (lowest latency, a waiting rank holds a core), yield, sleep (0.2-5 ms pauses), "
+            "block (a worker waiting for work blocks in MPI_Probe; MPICH spins there)"
+        ),
+    )
     p.set_defaults(func=run)
 
 
@@ -176,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         pipeline=args.pipeline,
         fence=args.fence,
         max_invalid=args.max_invalid,
+        poll=args.poll,
     )
     faults = FaultConfig(
         inject=Injection(

@@ -112,6 +112,15 @@ def test_a_second_run_on_the_same_journal_restarts_the_master_and_runs_only_new_
     assert events[:2] == ["Header", "RestartMaster"]
 
 
+@pytest.mark.parametrize("poll", ["auto", "spin", "yield", "sleep", "block"])
+def test_every_poll_mode_completes_every_item_exactly_once(poll: str, tmp_path: Path) -> None:
+    run = leasefence_run(
+        3, tmp_path, "--work", "20", "--worker", "trivial", "--poll", poll, *files(tmp_path)
+    )
+    assert run.returncode == 0, run.stderr
+    check_exactly_once(tmp_path, 20)
+
+
 def test_fewer_than_two_ranks_is_a_clear_usage_error(tmp_path: Path) -> None:
     run = leasefence_run(1, tmp_path, "--work", "5")
     assert run.returncode == 2

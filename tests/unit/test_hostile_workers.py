@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from leasefence.impl import coordinator as coordinator_module
+from leasefence.impl.coordfile import decode as decode_snapshot
 from leasefence.impl.coordinator import MAX_AMOUNT, StateShardCoordinator
 from leasefence.impl.errors import (
     CoordinatorError,
@@ -117,8 +118,20 @@ def test_a_refused_message_names_the_work_it_claims_only_when_it_is_a_work_id() 
 
 
 def _disk(path: Path) -> dict[str, object]:
-    doc = json.loads(path.read_text())
-    return {"leases": sorted(doc["leases"]), "stats": doc["stats"]}
+    """The leases and statistics the snapshot file holds (its checkpoint and its log)."""
+    doc = decode_snapshot(path, path.read_bytes())
+    return {
+        "leases": sorted(doc.leases),
+        "stats": {
+            t: {
+                "completions": s.completions,
+                "failures": s.failures,
+                "reward": s.reward,
+                "cost": s.cost,
+            }
+            for t, s in doc.stats.items()
+        },
+    }
 
 
 def _memory(c: StateShardCoordinator) -> dict[str, object]:
@@ -157,10 +170,12 @@ def test_a_mutation_whose_save_fails_is_undone_in_memory(
     assert c.lease("s1", 1)
     before = _disk(path)
 
-    def full_disk(target: Path, data: bytes) -> None:
+    def full_disk(target: Path, *_: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(target))
 
+    # a change appends to the snapshot's log; a checkpoint replaces the file: both fail
     monkeypatch.setattr(coordinator_module, "_atomic_write", full_disk)
+    monkeypatch.setattr(coordinator_module, "append_records", full_disk)
     leases = c.leases
     with pytest.raises(CoordinatorError, match="No space left on device"):
         c.complete("s1", 1, reward=1.0, cost=2.0)

@@ -35,10 +35,16 @@ def mpiexec() -> str | None:
 
 
 def _dispatch_job(
-    contender: str, tasks: int, where: Path, timeout: float = 120.0
+    contender: str,
+    tasks: int,
+    where: Path,
+    timeout: float = 120.0,
+    *,
+    ranks: int = 3,
+    poll: str = "auto",
 ) -> dict[str, Any]:
-    """One contender's ``mpiexec -n 3`` job; its RESULT.json (``rate`` and, for a master
-    contender, the pipeline depth it reached)."""
+    """One contender's ``mpiexec -n RANKS`` job, master contenders waiting as ``poll`` says; its
+    RESULT.json (``rate`` and, for a master contender, the pipeline depth it reached)."""
     launcher = mpiexec()
     if launcher is None:
         raise RuntimeError("no mpiexec beside this Python or on PATH")
@@ -48,7 +54,7 @@ def _dispatch_job(
     cmd = [
         launcher,
         "-n",
-        "3",
+        str(ranks),
         *python,
         "-m",
         MPI_JOB,
@@ -57,6 +63,8 @@ def _dispatch_job(
         str(tasks),
         "--out",
         str(out),
+        "--poll",
+        poll,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0 or not out.is_file():

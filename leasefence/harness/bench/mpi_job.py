@@ -13,11 +13,13 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
 
 ``master-always``  ``Master.open`` on a journal and snapshot in a temporary directory: fencing,
                    the dispatch transaction, a journal fsync per record and a coordinator
-                   snapshot saved on every change (the real ``leasefence run`` setting).
+                   record appended and fsynced on every change (the real ``leasefence run``
+                   setting).
 ``master-group``   the same master over ``WorkLeaseJournal(sync="group")`` and a coordinator with
                    ``autosave=False``, driven through ``GroupCommitTransport``: before any WORK
                    leaves, the pending journal records are committed (one fsync) and the
-                   snapshot saved once; results already waiting are handled first, so the syncs
+                   coordinator's changes appended to its log (one fsync); results already
+                   waiting are handled first, so the syncs
                    of results arriving together are shared. (The master has no group-commit
                    path of its own; this composition is what one would do.)
 ``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
@@ -30,8 +32,12 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    the fence differs too.
 ``bare``           a bare mpi4py loop: ``comm.recv(source=ANY_SOURCE)`` on rank 0, one pickled
                    message each way, blocking receives everywhere.
-``bare-poll``      the same loop receiving with the transport's ``Improbe`` + growing sleep, as
-                   ``leasefence run`` does (separates the polling policy from the master's logic).
+``bare-poll``      the same loop receiving with ``Improbe`` + a growing sleep (0.2-5 ms: the
+                   ``sleep`` poll mode, ``leasefence run``'s only one before issue 19),
+                   which separates the polling policy from the master's logic.
+
+Master contenders wait for messages as ``--poll`` says (``leasefence run --poll``, default
+``auto``).
 ``pool``           ``mpi4py.futures.MPIPoolExecutor.map`` over the worker ranks.
 
 Every master contender runs the real ``master_dispatch``/``worker_execute`` pair with
@@ -92,14 +98,14 @@ class GroupCommitTransport:
 
     ``send`` only queues. ``receive`` first hands out results already waiting (drained with a
     non-blocking probe), so the master decides on all of them; when none is left it commits
-    (journal: one write and one fsync for every pending record; coordinator: one snapshot
-    save) and only then sends the queued messages, and polls for more.
+    (journal: one write and one fsync for every pending record; coordinator: the same for its
+    log) and only then sends the queued messages, and polls for more.
     """
 
-    def __init__(self, comm: Any, commit: Any) -> None:
+    def __init__(self, comm: Any, commit: Any, poll: Any) -> None:
         from leasefence.impl.transport import MpiTransport
 
-        self.inner = MpiTransport(comm)
+        self.inner = MpiTransport(comm, poll)
         self.comm = comm
         self.commit = commit
         self.ready: deque[Any] = deque()
@@ -137,21 +143,22 @@ class GroupCommitTransport:
 
 
 class _Commit:
-    """Commit the journal's pending records and save the coordinator's snapshot once."""
+    """Commit the journal's pending records (one fsync) and the coordinator's (one append, one
+    fsync)."""
 
     def __init__(self, journal: Any, coordinator: Any) -> None:
         self.journal = journal
         self.coordinator = coordinator
 
     def pending(self) -> bool:
-        return bool(self.journal.pending)
+        return bool(self.journal.pending) or self.coordinator.pending()
 
     def __call__(self) -> None:
         self.journal.commit()
-        self.coordinator.save()
+        self.coordinator.commit()
 
 
-def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
+def master_job(comm: Any, contender: str, tasks: int, out: Path, poll: Any) -> None:
     from leasefence.harness.bench.memory_journal import MemoryJournal
     from leasefence.impl.coordinator import StateShardCoordinator
     from leasefence.impl.journal import WorkLeaseJournal
@@ -166,14 +173,14 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
         transport: Any
         if contender == "master-always":
             master = Master.open(journal_path, snapshot, catalogue, ttl=3600.0)
-            transport = MpiTransport(comm)
+            transport = MpiTransport(comm, poll)
         elif contender == "master-group":
             clock = StepClock()
             journal = WorkLeaseJournal(journal_path, clock=clock, sync="group")
             coordinator = StateShardCoordinator(snapshot, clock=clock, autosave=False)
-            coordinator.save()
+            coordinator.commit()
             master = Master(journal, coordinator, catalogue, ttl=3600.0, clock=clock)
-            transport = GroupCommitTransport(comm, _Commit(journal, coordinator))
+            transport = GroupCommitTransport(comm, _Commit(journal, coordinator), poll)
         else:
             pipeline, fence = MEMORY_MASTERS[contender]
             clock = StepClock()
@@ -181,7 +188,7 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
                 MemoryJournal(clock), StateShardCoordinator(None, clock=clock), catalogue,
                 ttl=3600.0, clock=clock, pipeline=pipeline, fence=fence,
             )  # fmt: skip
-            transport = MpiTransport(comm)
+            transport = MpiTransport(comm, poll)
         marks: dict[str, float] = {}
         # Dispatches per rank, seen after each refill of the timed part (every master contender
         # pays for this count, so the depth 1 and depth 2 contenders pay alike).
@@ -226,20 +233,22 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path) -> None:
     report(out, contender, timed, seconds, **extra)
 
 
-def master_worker(comm: Any) -> None:
+def master_worker(comm: Any, poll: Any) -> None:
     from leasefence.impl.transport import worker_execute
     from leasefence.impl.workload import trivial_worker
 
-    worker_execute(comm, trivial_worker)
+    worker_execute(comm, trivial_worker, poll=poll)
 
 
 # -- the bare loops ----------------------------------------------------------------------------
 
 
 def _poll_recv(comm: Any, source: int) -> tuple[Any, int]:
+    from leasefence.impl.poll import PollPolicy
     from leasefence.impl.transport import mpi_receive
 
-    while (env := mpi_receive(comm, source, 1.0)) is None:
+    sleep = PollPolicy.of("sleep", oversubscribed=False)  # Improbe + 0.2-5 ms sleeps
+    while (env := mpi_receive(comm, source, 1.0, sleep)) is None:
         pass
     return int.from_bytes(env.data, "big"), env.source
 
@@ -321,6 +330,7 @@ def main() -> None:
     p.add_argument("contender", choices=CONTENDERS)
     p.add_argument("--tasks", type=int, default=300)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--poll", default="auto", help="master contenders: leasefence run's --poll")
     args = p.parse_args()
     comm = MPI.COMM_WORLD
     if args.contender == "pool":
@@ -330,10 +340,13 @@ def main() -> None:
         sys.exit("mpi_job: needs mpiexec -n 2 or more")
     rank = comm.Get_rank()
     if args.contender.startswith("master"):
+        from leasefence.impl.poll import node_policy
+
+        policy = node_policy(comm, args.poll)  # collective, before the ranks part
         if rank == 0:
-            master_job(comm, args.contender, args.tasks, args.out)
+            master_job(comm, args.contender, args.tasks, args.out, policy)
         else:
-            master_worker(comm)
+            master_worker(comm, policy)
     else:
         poll = args.contender == "bare-poll"
         if rank == 0:

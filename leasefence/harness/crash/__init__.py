@@ -8,14 +8,17 @@ Workloads (``workloads``)
     A seeded sequence of calls on one ``WorkLeaseJournal`` (lease, complete, abandon, recover,
     compact, commit, reopen; ``sync="always"`` or ``"group"``; sometimes over a journal holding a
     legacy record, perhaps without its newline) or on one ``StateShardCoordinator`` (lease, complete, abandon, discard,
-    recover_expired, save, restart; ``autosave`` on or off). The clock is ``BASE + tick`` with a
+    recover_expired, save, commit, restart; ``autosave`` on or off: with it every change appends
+    its record to the snapshot's log, without it ``commit`` appends the changes since the last
+    write together and ``save`` writes a checkpoint). The clock is ``BASE + tick`` with a
     tick fixed by the workload, so the reference model (``leasefence.model``) can replay the
     same calls in integer ticks and predict every result and every state.
 
 The oracle (``oracle``)
     The model turns the workload into the sequence of states the files may hold: for the journal
     the state after each record (a crash may keep any prefix of the records written), for the
-    coordinator each persisted snapshot (a crash keeps the old one or the new one). Every call
+    coordinator each persisted state (a checkpoint, or a commit of the log: a crash keeps the
+    old one or the new one). Every call
     runs in a forked child (``child``) that writes ``A <step> <result>`` to a pipe only after the
     call returned. A crash after the acknowledgement of step ``a`` with step ``a + 1`` in flight
     must recover to a state between "everything durable at the acknowledgement of ``a``" and

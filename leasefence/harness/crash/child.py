@@ -112,6 +112,8 @@ def _run_coordinator(
             result = coord.recover_expired(op.args[0])
         elif op.name == "save":
             coord.save()
+        elif op.name == "commit":
+            coord.commit()
         elif op.name == "restart":
             coord = StateShardCoordinator(snapshot, clock=clock, autosave=autosave)
         ack(i, result_json(result))

@@ -83,7 +83,7 @@ def history(w: Workload) -> History:
     saved: list[Coordinator | None] = [None]
     for op in w.ops:
         result, c, changed = coordinator_step(c, op, saved)
-        if op.name == "save" or (w.mode == "autosave" and changed):
+        if op.name in ("save", "commit") or (w.mode == "autosave" and changed):
             saved.append(c)
         results.append(result)
         durable.append(len(saved) - 1)

@@ -139,7 +139,8 @@ def coordinator_workload(seed: int, size: int, mode: str) -> Workload:
             elif x < 0.80:
                 op = Op("recover_expired", (rng.choice((0, 2, 4)),), tick)
             elif x < 0.90 and mode == "manual":
-                op = Op("save", (), tick)
+                # a checkpoint, or the changes since the last write appended together
+                op = Op(rng.choice(("save", "commit")), (), tick)
             else:
                 op = Op("restart", (), tick)
         ops.append(op)
@@ -226,6 +227,6 @@ def coordinator_step(
     if n == "restart":
         last = saved[-1]
         return None, Coordinator() if last is None else mco.restart_coordinator(last), True
-    if n in ("save", "open"):
+    if n in ("save", "commit", "open"):
         return None, c, n == "open"
     raise ValueError(f"unknown coordinator call {n}")

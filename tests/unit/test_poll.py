@@ -1,0 +1,73 @@
+"""How a rank waits for its next message: the schedule of each poll mode, driven without a clock."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from leasefence.impl.poll import AGAIN, POLL_MODES, YIELD, PollPolicy, guess_policy, usable_cores
+
+
+def schedule(policy: PollPolicy, at: list[float]) -> list[float]:
+    """``policy.wait``'s answers at the given times into one wait, sleeps carried along."""
+    answers, slept = [], 0.0
+    for waited in at:
+        step = policy.wait(waited, slept)
+        slept = step if step > 0 else slept
+        answers.append(step)
+    return answers
+
+
+def test_sleep_mode_is_the_old_schedule_doubling_from_a_fifth_of_a_millisecond_to_five() -> None:
+    policy = PollPolicy.of("sleep", oversubscribed=False)
+    assert schedule(policy, [0.0] * 7) == [0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.005, 0.005]
+
+
+def test_auto_spins_then_yields_then_sleeps_when_every_rank_has_a_core() -> None:
+    policy = PollPolicy.of("auto", oversubscribed=False)
+    answers = schedule(policy, [0.0, 0.001, 0.003, 0.021, 0.023, 0.1, 0.2, 0.3, 0.4, 0.5])
+    assert answers[:2] == [AGAIN, AGAIN]
+    assert answers[2:4] == [YIELD, YIELD]
+    assert answers[4:] == [0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.002]
+
+
+def test_auto_never_yields_and_soon_sleeps_on_a_node_with_more_ranks_than_cores() -> None:
+    policy = PollPolicy.of("auto", oversubscribed=True)
+    answers = schedule(policy, [0.0, 0.00001, 0.0001, 0.001, 0.01, 1.0, 10.0, 100.0])
+    assert YIELD not in answers
+    assert answers[:2] == [AGAIN, AGAIN]
+    assert answers[2:] == [0.00005, 0.0001, 0.0002, 0.0004, 0.0008, 0.0016]
+    assert max(answers) <= 0.002
+
+
+def test_spin_polls_again_for_ever_and_yield_yields_for_ever() -> None:
+    assert set(schedule(PollPolicy.of("spin", True), [0.0, 1.0, 1e6])) == {AGAIN}
+    assert set(schedule(PollPolicy.of("yield", True), [0.0, 1.0, 1e6])) == {YIELD}
+
+
+def test_only_block_mode_blocks_and_otherwise_it_waits_as_auto() -> None:
+    assert [m for m in POLL_MODES if PollPolicy.of(m, False).block] == ["block"]
+    for oversubscribed in (False, True):
+        block, auto = PollPolicy.of("block", oversubscribed), PollPolicy.of("auto", oversubscribed)
+        assert (block.spin, block.yield_for, block.max_sleep) == (
+            auto.spin,
+            auto.yield_for,
+            auto.max_sleep,
+        )
+
+
+def test_an_unknown_poll_mode_is_refused_with_the_modes_named() -> None:
+    with pytest.raises(ValueError, match="auto, spin, yield, sleep, block"):
+        PollPolicy.of("busy", oversubscribed=False)
+
+
+def test_a_job_with_more_ranks_than_usable_cores_is_guessed_oversubscribed() -> None:
+    cores = usable_cores()
+    assert cores >= 1
+    fits = guess_policy(SimpleNamespace(Get_size=lambda: cores))
+    crowded = guess_policy(SimpleNamespace(Get_size=lambda: cores + 1))
+    assert fits == PollPolicy.of("auto", oversubscribed=False)
+    assert crowded == PollPolicy.of("auto", oversubscribed=True)
+    assert math.isinf(PollPolicy.of("spin", False).spin)

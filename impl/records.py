@@ -276,6 +276,21 @@ def _parse_fast(raw: bytes, line: int) -> _Row | None:
 _LEGACY_FIELDS = frozenset({"event", "work_id", "worker", "updated", "clock"})
 
 
+def _crc_problem(doc: dict[str, Any]) -> str | None:
+    """Pop ``doc``'s ``crc`` and say what is wrong with it, or None when it is the checksum of
+    the rest of ``doc``."""
+    crc = doc.pop("crc", None)
+    if not isinstance(crc, str) or not _CRC.fullmatch(crc):
+        return "crc is not 8 lowercase hexadecimal digits"
+    try:
+        expected = record_crc(doc)
+    except ValueError:
+        return "record cannot be put in canonical form"
+    if crc != expected:
+        return f"checksum mismatch (crc {crc}, computed {expected})"
+    return None
+
+
 def parse_line(raw: bytes, line: int) -> Record | str:
     """The record on one line (without its newline), or the reason it is bad."""
     parsed = _parse_row(raw, line)
@@ -296,15 +311,8 @@ def _parse_row(raw: bytes, line: int) -> _Row | str:
         return "not a JSON object"
     checksummed = "crc" in doc
     if checksummed:
-        crc = doc.pop("crc")
-        if not isinstance(crc, str) or not _CRC.fullmatch(crc):
-            return "crc is not 8 lowercase hexadecimal digits"
-        try:
-            expected = record_crc(doc)
-        except ValueError:
-            return "record cannot be put in canonical form"
-        if crc != expected:
-            return f"checksum mismatch (crc {crc}, computed {expected})"
+        if (problem := _crc_problem(doc)) is not None:
+            return problem
     elif not doc.keys() <= _LEGACY_FIELDS:
         # F314's original records carry only these fields; anything else without a checksum is
         # damage (a flipped byte in "crc" must not turn a record into an unchecked legacy one).
@@ -345,15 +353,8 @@ def _parse_batch(raw: bytes, line: int) -> list[_Row] | str:
         return "nested too deeply"
     if not isinstance(doc, dict) or doc.get("event") != BATCH:
         return "not a batch object"
-    crc = doc.pop("crc", None)
-    if not isinstance(crc, str) or not _CRC.fullmatch(crc):
-        return "crc is not 8 lowercase hexadecimal digits"
-    try:
-        expected = record_crc(doc)
-    except ValueError:
-        return "record cannot be put in canonical form"
-    if crc != expected:
-        return f"checksum mismatch (crc {crc}, computed {expected})"
+    if (problem := _crc_problem(doc)) is not None:
+        return problem
     records = doc.get("records")
     if not isinstance(records, list) or not records:
         return "batch without a list of records"

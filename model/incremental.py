@@ -23,7 +23,6 @@ from collections.abc import Callable, Collection
 from itertools import chain
 
 from leasefence.model import invariants as full
-from leasefence.model.coordinator import active_lease
 from leasefence.model.rules import CLOCKS
 from leasefence.model.state import State, changed, get
 from leasefence.model.system import Bounds
@@ -78,28 +77,12 @@ def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
 # L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 def l3_refusal_changes_nothing(before: State, after: State, b: Bounds) -> bool:
     j0, j1 = before.journal, after.journal
-    works = b.work_set
-    touched = chain(changed(j0.attempts, j1.attempts), changed(j0.leases, j1.leases))
-    for w in {w for w in touched if w in works}:
-        held = get(j0.leases, w)
-        if held is None and w not in j0.completed:
-            continue  # a free ID may be leased
-        if get(j1.attempts, w) != get(j0.attempts, w):
-            return False
-        now = get(j1.leases, w)
-        if held is not None and now is not None and now != held:
-            return False
     c0, c1 = before.coordinator, after.coordinator
-    tasks = b.task_set
-    for t in changed(c0.leases, c1.leases):
-        if t not in tasks:
-            continue
-        held_state = active_lease(c0, t)
-        now_state = get(c1.leases, t)
-        replaced = held_state is not None and now_state is not None and now_state != held_state
-        if replaced and c1.epoch == c0.epoch:
-            return False
-    return True
+    works, tasks = b.work_set, b.task_set
+    touched = chain(changed(j0.attempts, j1.attempts), changed(j0.leases, j1.leases))
+    return all(full.l3_work_kept(j0, j1, w) for w in {w for w in touched if w in works}) and all(
+        full.l3_task_kept(c0, c1, t) for t in changed(c0.leases, c1.leases) if t in tasks
+    )
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.

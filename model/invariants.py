@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection
 
 from leasefence.model.coordinator import active_lease
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, CLOCKS, reclaimable
-from leasefence.model.state import State, get
+from leasefence.model.state import Coordinator, Journal, State, get
 from leasefence.model.system import Bounds
 
 
@@ -124,25 +124,33 @@ def l2_removal_fenced(before: State, after: State, b: Bounds) -> bool:
 # L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 def l3_refusal_changes_nothing(before: State, after: State, b: Bounds) -> bool:
     j0, j1 = before.journal, after.journal
+    c0, c1 = before.coordinator, after.coordinator
     # Parts a step left as they were (the same object) cannot break the property: skipped.
     same_journal = j0.leases is j1.leases and j0.attempts is j1.attempts
-    for w in () if same_journal else b.works:
-        held = get(j0.leases, w)
-        if held is None and w not in j0.completed:
-            continue  # a free ID may be leased
-        if get(j1.attempts, w) != get(j0.attempts, w):
-            return False
-        now = get(j1.leases, w)
-        if held is not None and now is not None and now != held:
-            return False
-    c0, c1 = before.coordinator, after.coordinator
-    for t in () if c0.leases is c1.leases else b.tasks:
-        held_state = active_lease(c0, t)
-        now_state = get(c1.leases, t)
-        replaced = held_state is not None and now_state is not None and now_state != held_state
-        if replaced and c1.epoch == c0.epoch:
-            return False
-    return True
+    works = () if same_journal else b.works
+    tasks = () if c0.leases is c1.leases else b.tasks
+    return all(l3_work_kept(j0, j1, w) for w in works) and all(
+        l3_task_kept(c0, c1, t) for t in tasks
+    )
+
+
+def l3_work_kept(j0: Journal, j1: Journal, w: str) -> bool:
+    """L3 for one work ID: one that was held or completed keeps its attempts and its lease."""
+    held = get(j0.leases, w)
+    if held is None and w not in j0.completed:
+        return True  # a free ID may be leased
+    if get(j1.attempts, w) != get(j0.attempts, w):
+        return False
+    now = get(j1.leases, w)
+    return held is None or now is None or now == held
+
+
+def l3_task_kept(c0: Coordinator, c1: Coordinator, t: str) -> bool:
+    """L3 for one state task: an active lease is not replaced within one coordinator epoch."""
+    held = active_lease(c0, t)
+    now = get(c1.leases, t)
+    replaced = held is not None and now is not None and now != held
+    return not (replaced and c1.epoch == c0.epoch)
 
 
 # L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.

@@ -85,6 +85,7 @@ from leasefence.impl.records import (
     _number,
     _owns,
     _range_problem,
+    _Row,
     _scan,
     could_be_torn_first_write,
     encode_batch,
@@ -241,9 +242,7 @@ class WorkLeaseJournal:
                         f"followed by good records; the file was left as it was "
                         f"(run `leasefence journal repair {self.path}`)"
                     )
-                replay = self._replay
-                for row in rows:
-                    replay(*row)
+                self._replay_rows(rows)
                 self._scan = scan
         except BaseException:
             self._release()
@@ -273,39 +272,41 @@ class WorkLeaseJournal:
             raise
         return fd
 
-    def _replay(
-        self,
-        line: int,
-        event: str,
-        work_id: str,
-        worker: int | None,
-        updated: float | None,
-        clock: str | None,
-        attempt: int | None,
-        checksummed: bool,
-        generation: Generation | None = None,
-    ) -> None:
-        """Apply one good record (a ``Record``'s fields, in order) to the state in memory."""
-        self._records += 1
-        if not checksummed:
-            self._legacy_records += 1
-        if event == LEASE:
-            assert worker is not None
-            assert updated is not None
-            self._leases[work_id] = LeaseRecord(worker, updated, clock, generation)
-            self._completed.discard(work_id)
-            if attempt is None:
-                attempt = self._attempts.get(work_id, 0) + 1
-        else:
-            self._leases.pop(work_id, None)
-            if event == DONE:
-                self._completed.add(work_id)
-            if attempt is None:
-                attempt = self._attempts.get(work_id, 0)
-        if attempt > 0:
-            self._attempts[work_id] = attempt
-        else:
-            self._attempts.pop(work_id, None)
+    def _replay_rows(self, rows: list[_Row]) -> None:
+        """Apply a file's good records (``Record``'s fields, in order) to the empty state in
+        memory, in file order (docs/journal-format.md, "Replay"). A lease is held as its row
+        while a later record may still end it and becomes a ``LeaseRecord`` only if none does
+        (most leases of a run's journal end), so ``leases`` keeps the same order."""
+        held: dict[str, _Row] = {}
+        completed = self._completed
+        attempts = self._attempts
+        legacy = 0
+        for row in rows:
+            event, work_id, attempt = row[1], row[2], row[6]
+            if not row[7]:
+                legacy += 1
+            if event == LEASE:
+                held[work_id] = row
+                completed.discard(work_id)
+                if attempt is None:
+                    attempt = attempts.get(work_id, 0) + 1
+            else:
+                held.pop(work_id, None)
+                if event == DONE:
+                    completed.add(work_id)
+                if attempt is None:
+                    attempt = attempts.get(work_id, 0)
+            if attempt > 0:
+                attempts[work_id] = attempt
+            else:
+                attempts.pop(work_id, None)
+        # a lease row always has its worker and updated (``parse_line`` refuses one without)
+        self._leases = {
+            w: LeaseRecord(r[3], r[4], r[5], r[8])  # type: ignore[arg-type]
+            for w, r in held.items()
+        }
+        self._records += len(rows)
+        self._legacy_records += legacy
 
     # -- views -------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any, Literal
 
@@ -373,6 +374,187 @@ def _parse_rows(raw: bytes, line: int) -> _Row | list[_Row] | str:
     return _parse_batch(raw, line) if raw.startswith(_BATCH_START) else _parse_row(raw, line)
 
 
+# -- the bulk reader --------------------------------------------------------------------------
+#
+# Opening a journal of 10^5 records line by line costs several microseconds a record in the
+# interpreter. ``_scan_bulk`` reads the whole lines of a journal written by this implementation
+# in a few passes of C code over the file instead: one regular expression splits every record
+# (alone on its line, or in a batch line) into its fields, and each remaining step (canonical
+# forms, checksums, numbers) maps a builtin over a whole column. It accepts only records in
+# ``encode_record``'s exact layout (generation optional) and batches of them in
+# ``encode_batch``'s; on anything else (a legacy or hand-written line, a bad checksum, a torn
+# or bad line that is not the unterminated last one) it declines and the reference reader
+# (``_scan_lines``) reads the file, so that what is good, bad, torn or corrupt is decided in
+# one place only. A record it accepts is one the reference accepts with the same fields
+# (tests/unit/test_journal_bulk.py checks the two against each other on valid, torn and
+# hostile files).
+
+_WHOLE = r"(0|[1-9][0-9]{0,17})"  # below 10**18: within MAX_ATTEMPT and a generation's range
+_BULK = re.compile(
+    r'\{"event":"(lease|done|reclaim)","work_id":"([0-9a-fA-F]{64})",'
+    r'"worker":(null|0|[1-9][0-9]{0,8}),"updated":(-?[0-9]{1,15}\.[0-9]{1,17}),'
+    r'"clock":"unix","attempt":' + _WHOLE + r'(?:,"generation":\[' + _WHOLE + "," + _WHOLE
+    + r'\])?,"crc":"([0-9a-f]{8})"\}(\n|,|\],"crc":"([0-9a-f]{8})"\}\n)'
+)  # fmt: skip
+#: ``_BULK.split`` yields, per record, the text before it and its 10 groups.
+_BULK_STRIDE = 11
+_BULK_BATCH_START = '{"event":"batch","records":['
+#: A batch line's records each end in "," but the last, which ends the line; a line of its
+#: own ends in a newline. One character per record: "\n", "[" + ","* + "]" per batch.
+_BULK_LINES = re.compile(r"(?:\n|\[,*\])*+")
+_BULK_EVENTS = {LEASE: LEASE, DONE: DONE, RECLAIM: RECLAIM}
+
+
+def _scan_bulk(data: bytes) -> tuple[int, int, list[_Row]] | None:
+    """The good records of ``data``'s whole lines, with where they end and how many lines they
+    are, when every whole line is a record or batch in the layout this implementation writes;
+    None (read it line by line) otherwise. See the comment above."""
+    end = data.rfind(b"\n") + 1
+    if end == 0:
+        return None
+    # latin-1 maps every byte to one character: the pattern sees the bytes as they are.
+    flat = _BULK.split(data[:end].decode("latin-1"))
+    if flat.pop():
+        return None  # text after the last record: a line not in this layout
+    between = flat[0::_BULK_STRIDE]
+    n = len(between)
+    events, ids, workers, stamps, attempts = (flat[k::_BULK_STRIDE] for k in range(1, 6))
+    epochs, counters, crcs, ends = (flat[k::_BULK_STRIDE] for k in range(6, 10))
+    batched = between.count("") != n
+    if not batched and ends.count("\n") != n:
+        return None  # a record ending in "," or "]" outside a batch
+    if batched and not _batch_structure(between, ends):
+        return None
+    updated = list(map(float, stamps))
+    # The canonical form the reference checksums is made of the decoded values: a float is
+    # spelled as ``repr`` spells it, whatever spelling the line used.
+    spelled = list(map(repr, updated))
+    gens = epochs.count(None) != n
+    canonical = _bulk_canonical(n, attempts, events, epochs, counters, spelled, ids, workers)
+    if list(map(zlib.crc32, canonical)) != list(map(int, crcs, repeat(16, n))):
+        return None
+    if "null" in workers and any(
+        e == LEASE and w == "null" for e, w in zip(events, workers, strict=True)
+    ):
+        return None  # a lease without an owner: the reference says why it is bad
+    if batched and not _batch_checksums(
+        n, between, ends, attempts, events, epochs, counters, spelled, ids, workers, crcs
+    ):
+        return None
+    owners = {w: None if w == "null" else int(w) for w in set(workers)}
+    counts = {a: int(a) for a in set(attempts)}
+    generations: list[Generation | None] | repeat[None]
+    if gens:
+        generations = [
+            None if e is None else (int(e), int(c)) for e, c in zip(epochs, counters, strict=True)
+        ]
+    else:
+        generations = repeat(None, n)
+    if batched:
+        line_ends = list(accumulate(e[0] != "," for e in ends))
+        lines: list[int] | range = [
+            1 + k - (e[0] != ",") for k, e in zip(line_ends, ends, strict=True)
+        ]
+        number = line_ends[-1]
+    else:
+        lines, number = range(1, n + 1), n
+    rows: list[_Row] = list(
+        zip(
+            lines,
+            map(_BULK_EVENTS.__getitem__, events),
+            ids,
+            map(owners.__getitem__, workers),
+            updated,
+            repeat(UNIX, n),
+            map(counts.__getitem__, attempts),
+            repeat(True, n),
+            generations,
+            strict=True,
+        )
+    )
+    return end, number, rows
+
+
+def _bulk_canonical(
+    n: int,
+    attempts: list[str],
+    events: list[str],
+    epochs: list[str | None],
+    counters: list[str | None],
+    spelled: list[str],
+    ids: list[str],
+    workers: list[str],
+    crcs: list[str] | None = None,
+) -> list[bytes]:
+    """Every record's canonical JSON (``_canonical``: keys sorted), built column by column;
+    with ``crcs``, each with its ``crc`` (as a record sits, sorted, in a batch's canonical
+    form)."""
+    gens = epochs.count(None) != n
+    clock = ',"clock":"unix","event":"' if crcs is None else ',"clock":"unix","crc":"'
+    pieces: list[str | list[str]] = ['{"attempt":', attempts, clock]
+    if crcs is not None:
+        pieces += [crcs, '","event":"']
+    pieces.append(events)
+    if gens:
+        # "None" in both places for a record without one; its key is dropped below
+        pieces += ['","generation":[', list(map(str, epochs)), ",", list(map(str, counters))]
+        pieces.append('],"updated":')
+    else:
+        pieces.append('","updated":')
+    pieces += [spelled, ',"work_id":"', ids, '","worker":', workers, "}\n"]
+    stride = len(pieces)
+    parts: list[str] = [""] * (stride * n)
+    for k, piece in enumerate(pieces):
+        parts[k::stride] = [piece] * n if isinstance(piece, str) else piece
+    text = "".join(parts)
+    if gens:
+        text = text.replace('"generation":[None,None],', "")
+    lines = text.encode("ascii").split(b"\n")
+    lines.pop()
+    return lines
+
+
+def _batch_structure(between: list[str], ends: list[str]) -> bool:
+    """Whether the records' surroundings make whole lines: each batch's opening text before
+    its first record, "," after each record but its batch's last, whose end closes the line."""
+    if any(b and b != _BULK_BATCH_START for b in between):
+        return False
+    shape: list[str] = [""] * (2 * len(between))
+    shape[0::2] = ["[" if b else "" for b in between]
+    shape[1::2] = [e[0] for e in ends]
+    return _BULK_LINES.fullmatch("".join(shape)) is not None
+
+
+def _batch_checksums(
+    n: int,
+    between: list[str],
+    ends: list[str],
+    attempts: list[str],
+    events: list[str],
+    epochs: list[str | None],
+    counters: list[str | None],
+    spelled: list[str],
+    ids: list[str],
+    workers: list[str],
+    crcs: list[str],
+) -> bool:
+    """Whether every batch line's own checksum is that of its canonical form (``record_crc``
+    of the batch without its ``crc``: its records sorted, each with its ``crc``)."""
+    sorted_records = _bulk_canonical(
+        n, attempts, events, epochs, counters, spelled, ids, workers, crcs
+    )
+    first = 0
+    for k, (b, e) in enumerate(zip(between, ends, strict=True)):
+        if b:
+            first = k
+        if e[0] == "]":
+            body = b",".join(sorted_records[first : k + 1])
+            canonical = b'{"event":"batch","records":[' + body + b"]}"
+            if zlib.crc32(canonical) != int(e[-11:-3], 16):
+                return False
+    return True
+
+
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
@@ -385,11 +567,24 @@ def scan_bytes(data: bytes) -> Scan:
 
 
 def _scan(data: bytes) -> tuple[Scan, list[_Row]]:
-    """``scan_bytes`` with the good records as rows (``scan.records`` is left empty)."""
+    """``scan_bytes`` with the good records as rows (``scan.records`` is left empty).
+
+    The whole lines that ``_scan_bulk`` reads are taken from it, the rest (an unterminated
+    last line; every line when the bulk reader declines) line by line, exactly as before."""
+    bulk = _scan_bulk(data)
+    if bulk is None:
+        return _scan_lines(data)
+    offset, number, rows = bulk
+    return _scan_lines(data, offset, number, rows)
+
+
+def _scan_lines(
+    data: bytes, offset: int = 0, number: int = 0, rows: list[_Row] | None = None
+) -> tuple[Scan, list[_Row]]:
+    """The reference reader: ``data`` line by line from ``offset`` (the start of line
+    ``number + 1``), after the good ``rows`` of the lines before it."""
     scan = Scan(size=len(data))
-    rows: list[_Row] = []
-    offset = 0
-    number = 0
+    rows = [] if rows is None else rows
     while offset < len(data):
         number += 1
         end = data.find(b"\n", offset)

@@ -335,8 +335,8 @@ TRANSITION_MUTANTS: tuple[Mutant, ...] = (
         "impl/journal.py",
         (
             (
-                "                attempt = self._attempts.get(work_id, 0)\n",
-                "                attempt = 0\n",
+                "                    attempt = attempts.get(work_id, 0)\n",
+                "                    attempt = 0\n",
             ),
         ),
         "persistence: a legacy end record zeroes the attempts of its work ID on reopen",

@@ -122,6 +122,13 @@ def _crafted(updated: str) -> bytes:
     ).encode()
 
 
+def _wrong_batch_crc(line: bytes) -> bytes:
+    """The batch ``line`` with its own checksum (not its records') changed."""
+    head, crc = line[:-12], line[-12:-3]
+    assert crc.startswith(b'"') and len(crc) == 9
+    return head + b'"' + (b"00000000" if crc != b'"00000000' else b"11111111") + b'"}\n'
+
+
 HOSTILE = {
     # a float not spelled as repr spells it, checksummed over that spelling: the reference
     # checksums the value's canonical spelling, so the line is bad
@@ -132,10 +139,9 @@ HOSTILE = {
     "lease without an owner": _line("lease", IDS[2], None, T0),
     "record ending in a comma": _line("done", IDS[3], 1, T0)[:-1] + b",\n",
     "batch without its opening": _line("done", IDS[3], 1, T0)[:-1] + b',"crc":"00000000"}\n',
-    "batch with a wrong checksum": encode_batch(
-        [_line("lease", IDS[4], 1, T0), _line("done", IDS[4], 1, T0)]
-    ).replace(b'"}],"crc":"', b'"}],"crc":"0', 1)[:-11]
-    + b'"}\n',
+    "batch with a wrong checksum": _wrong_batch_crc(
+        encode_batch([_line("lease", IDS[4], 1, T0), _line("done", IDS[4], 1, T0)])
+    ),
     "a legacy line": legacy_lease_line(IDS[5], 5, 912345.5),
     "spaces after the colons": _recrc(_body("lease", IDS[6], 1, T0)).replace(b'":', b'": '),
     "keys in another order": _recrc(dict(sorted(_body("lease", IDS[7], 1, T0).items()))),

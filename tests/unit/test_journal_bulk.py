@@ -125,7 +125,8 @@ def _crafted(updated: str) -> bytes:
 def _wrong_batch_crc(line: bytes) -> bytes:
     """The batch ``line`` with its own checksum (not its records') changed."""
     head, crc = line[:-12], line[-12:-3]
-    assert crc.startswith(b'"') and len(crc) == 9
+    assert crc.startswith(b'"')
+    assert len(crc) == 9
     return head + b'"' + (b"00000000" if crc != b'"00000000' else b"11111111") + b'"}\n'
 
 

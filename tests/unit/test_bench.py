@@ -15,7 +15,7 @@ import pytest
 from leasefence.cli import main
 from leasefence.harness.bench import BENCHMARKS, Goal, Sizes, run
 
-NON_MPI = ("journal", "recovery", "verification")
+NON_MPI = ("journal", "recovery", "scale", "verification")
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,9 @@ def test_every_non_mpi_benchmark_reports_its_contenders_side_by_side(
     assert [r["records"] for r in rows] == list(Sizes.named("tiny").recovery)
     assert all(r["records_after_compaction"] == r["records"] // 2 for r in rows)
     assert results["recovery"]["active_open_s"] > 0
+    scale = results["scale"]["sizes"]
+    assert [r["items"] for r in scale] == list(Sizes.named("tiny").scale)
+    assert all(r["items_per_s"] > 0 and r["peak_bytes"] > 0 for r in scale)
     model_vs_tlc = results["verification"]["model_vs_tlc"]
     assert model_vs_tlc["median_states_per_s"]["model"] > 0
     assert (model_vs_tlc["model_over_tlc"] is None) == ("tlc_skipped" in model_vs_tlc)
@@ -57,7 +60,7 @@ def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
 ) -> None:
     goals = report_json["goals"]
     assert isinstance(goals, list)
-    assert len(goals) == 10
+    assert len(goals) == 11
     assert {g["status"] for g in goals} <= {"PASS", "MISS", "SKIP"}
     dispatch = [g for g in goals if "master" in g["name"]]
     assert [g["status"] for g in dispatch] == ["SKIP", "SKIP"]  # dispatch was not run
@@ -94,4 +97,4 @@ def test_an_unknown_benchmark_name_is_a_usage_error(capsys: pytest.CaptureFixtur
         main(["bench", "--only", "journal,nosuch"])
     assert exc.value.code == 2
     assert "nosuch" in capsys.readouterr().err
-    assert set(BENCHMARKS) == {"journal", "recovery", "dispatch", "verification", "trace"}
+    assert set(BENCHMARKS) == {"journal", "recovery", "scale", "dispatch", "verification", "trace"}

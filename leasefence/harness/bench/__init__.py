@@ -13,6 +13,9 @@ Benchmarks (``BENCHMARKS``):
 ``recovery``      journal open time against length (10³…10⁵, 10⁶ with ``--full``), before and
                   after compaction; records replayed per second; a compacted journal of 10,000
                   active leases.
+``scale``         the master's items per second and peak memory (``tracemalloc``) per item,
+                  in process over the memory journal, at 10³ and 3·10³ items (10⁴ with
+                  ``--full``): flat means the cost per item does not grow with the run.
 ``dispatch``      master round trips per second against a bare mpi4py loop and
                   ``MPIPoolExecutor``, and pipeline depth 2 against depth 1 (issue 12): short
                   ``mpiexec -n 3`` jobs of ``mpi_job``.
@@ -23,7 +26,7 @@ Benchmarks (``BENCHMARKS``):
 Run with ``make bench`` or ``leasefence bench [--json PATH] [--full | --tiny] [--only NAMES]``.
 One module per concern: ``runner`` (the run and its report), ``common`` (sizes, interleaving,
 medians), ``goals`` (the goals and the other figures), one module per benchmark (``journal``,
-``recovery``, ``dispatch``, ``verification``, ``trace``), and two that only the dispatch benchmark runs:
+``recovery``, ``scale``, ``dispatch``, ``verification``, ``trace``), and two that only the dispatch benchmark runs:
 
 - ``mpi_job`` is one contender of the dispatch benchmark as an MPI job
   (``mpiexec -n 3 python -m leasefence.harness.bench.mpi_job CONTENDER --tasks N --out FILE``;

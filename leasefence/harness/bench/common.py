@@ -37,6 +37,7 @@ class Sizes:
     dispatch_repeats: int
     conformance_examples: int
     tlc_repeats: int
+    scale: tuple[int, ...] = (1_000, 3_000)  # work items per in-process master run (``scale``)
 
     @classmethod
     def named(cls, name: str) -> Sizes:
@@ -44,7 +45,7 @@ class Sizes:
 
 
 SIZES = {
-    "tiny": Sizes("tiny", 1, 5, 4, 2, (100, 1_000), 200, 1, 30, 20, 1, 2, 1),
+    "tiny": Sizes("tiny", 1, 5, 4, 2, (100, 1_000), 200, 1, 30, 20, 1, 2, 1, (100, 300)),
     "default": Sizes(
         "default", 5, 40, 16, 8, (1_000, 10_000, 100_000), 10_000, 3, 400, 200, 3, 10, 2
     ),
@@ -62,6 +63,7 @@ SIZES = {
         5,
         40,
         3,
+        (1_000, 3_000, 10_000),
     ),
 }
 

@@ -55,6 +55,7 @@ def goals(results: dict[str, Any]) -> list[Goal]:
         Goal("journal / fdatasync limit, per-call sync", "pairs/s vs 2 syncs per pair", get("journal", "per_call", "journal_over_limit"), ">=", 0.8),
         Goal("journal / fdatasync limit, group commit", "pairs/s vs 1 sync per group", get("journal", "group", "journal_over_limit"), ">=", 0.8),
         Goal("replay (longest journal measured)", "records/s", get("recovery", "replayed_per_s"), ">=", 500_000, unit="/s"),
+        Goal("scale: items/s, largest run / smallest", "in-process master, memory journal", get("scale", "largest_over_smallest_items_per_s"), ">=", 0.8),
         Goal(f"open compacted journal, {active:,} active leases", "milliseconds", None if get("recovery", "active_open_s") is None else 1e3 * (get("recovery", "active_open_s") or 0.0), "<=", 50, unit=" ms"),
         Goal("master (memory journal) / bare mpi4py, time per rt", "bare blocking recv loop", get("dispatch", "memory_over_bare_time"), "<=", 1.25),
         Goal("durable master, group commit / MPIPoolExecutor", "round trips/s", get("dispatch", "group_over_pool"), ">=", 1.0),

@@ -16,10 +16,11 @@ from leasefence.harness.bench.dispatch import bench_dispatch
 from leasefence.harness.bench.goals import Goal, goals, other_figures
 from leasefence.harness.bench.journal import bench_journal
 from leasefence.harness.bench.recovery import bench_recovery
+from leasefence.harness.bench.scale import bench_scale
 from leasefence.harness.bench.trace import bench_trace
 from leasefence.harness.bench.verification import bench_verification
 
-BENCHMARKS = ("journal", "recovery", "dispatch", "verification", "trace")
+BENCHMARKS = ("journal", "recovery", "scale", "dispatch", "verification", "trace")
 SCHEMA = 1
 
 
@@ -52,6 +53,7 @@ class Report:
 RUNNERS: dict[str, Callable[[Sizes, Path, Say], dict[str, Any]]] = {
     "journal": bench_journal,
     "recovery": bench_recovery,
+    "scale": bench_scale,
     "dispatch": bench_dispatch,
     "verification": bench_verification,
     "trace": bench_trace,

@@ -406,14 +406,37 @@ _BULK_EVENTS = {LEASE: LEASE, DONE: DONE, RECLAIM: RECLAIM}
 
 
 def _scan_bulk(data: bytes) -> tuple[int, int, list[_Row]] | None:
-    """The good records of ``data``'s whole lines, with where they end and how many lines they
-    are, when every whole line is a record or batch in the layout this implementation writes;
-    None (read it line by line) otherwise. See the comment above."""
-    end = data.rfind(b"\n") + 1
-    if end == 0:
-        return None
+    """The good records of the whole lines at the start of ``data`` that the bulk reader takes,
+    with where they end and how many lines they are; None when it takes none. It reads chunks of
+    about ``_BULK_CHUNK`` bytes cut at line ends (which bounds the memory it needs) and stops
+    before the first chunk holding a line it declines: the reference reads on from there."""
+    rows: list[_Row] = []
+    start = number = 0
+    while True:
+        end = data.rfind(b"\n", start, start + _BULK_CHUNK) + 1
+        if end == 0:  # a line longer than a chunk: take up to its end
+            end = data.find(b"\n", start) + 1
+        if end <= start:
+            break
+        chunk = _bulk_chunk(data[start:end], number)
+        if chunk is None:
+            break
+        lines, chunk_rows = chunk
+        rows += chunk_rows
+        start, number = end, number + lines
+    return (start, number, rows) if start else None
+
+
+#: How many bytes of whole lines ``_scan_bulk`` reads at once (about 44,000 records).
+_BULK_CHUNK = 1 << 23
+
+
+def _bulk_chunk(data: bytes, before: int) -> tuple[int, list[_Row]] | None:
+    """The good records of ``data`` (whole lines, after ``before`` lines) and how many lines it
+    holds, when every line is a record or batch in the layout this implementation writes; None
+    (read it line by line) otherwise. See the comment above."""
     # latin-1 maps every byte to one character: the pattern sees the bytes as they are.
-    flat = _BULK.split(data[:end].decode("latin-1"))
+    flat = _BULK.split(data.decode("latin-1"))
     if flat.pop():
         return None  # text after the last record: a line not in this layout
     between = flat[0::_BULK_STRIDE]
@@ -453,11 +476,11 @@ def _scan_bulk(data: bytes) -> tuple[int, int, list[_Row]] | None:
     if batched:
         line_ends = list(accumulate(e[0] != "," for e in ends))
         lines: list[int] | range = [
-            1 + k - (e[0] != ",") for k, e in zip(line_ends, ends, strict=True)
+            before + 1 + k - (e[0] != ",") for k, e in zip(line_ends, ends, strict=True)
         ]
         number = line_ends[-1]
     else:
-        lines, number = range(1, n + 1), n
+        lines, number = range(before + 1, before + n + 1), n
     rows: list[_Row] = list(
         zip(
             lines,
@@ -472,7 +495,7 @@ def _scan_bulk(data: bytes) -> tuple[int, int, list[_Row]] | None:
             strict=True,
         )
     )
-    return end, number, rows
+    return number, rows
 
 
 def _bulk_canonical(

@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import leasefence.impl.journal as journal_module
+from leasefence.impl import records
 from leasefence.impl.errors import LeaseError
 from leasefence.impl.journal import WorkLeaseJournal, encode_batch, encode_record, record_crc
 from leasefence.impl.records import _scan, _scan_bulk, _scan_lines, legacy_lease_line
@@ -244,3 +245,28 @@ def test_a_journal_opens_to_the_same_state_through_either_reader(lines: list[byt
                 except LeaseError as err:  # the same refusal, by either reader
                     outcome.append((type(err), str(err)))
     assert outcome[0] == outcome[1]
+
+
+@given(st.lists(lines_written, max_size=30), st.integers(1, 2000), st.data())
+def test_both_readers_agree_whatever_the_bulk_reader_chunk_size(
+    lines: list[bytes], chunk: int, data: st.DataObject
+) -> None:
+    whole = b"".join(lines)
+    damaged = whole
+    if whole:
+        k = data.draw(st.integers(0, len(whole) - 1))
+        damaged = whole[:k] + b"#" + whole[k + 1 :]
+    with mock.patch.object(records, "_BULK_CHUNK", chunk):
+        _agree(whole)
+        _agree(damaged)
+
+
+def test_the_bulk_reader_takes_the_chunks_before_a_bad_line_and_leaves_the_rest() -> None:
+    good = [_line("lease", IDS[k], 1, T0) for k in range(6)]
+    data = b"".join(good[:4]) + HOSTILE["a legacy line"] + b"".join(good[4:])
+    with mock.patch.object(records, "_BULK_CHUNK", 2 * len(good[0])):
+        bulk = _scan_bulk(data)
+        assert bulk is not None
+        end, lines, rows = bulk
+        assert (end, lines, len(rows)) == (4 * len(good[0]), 4, 4)
+        _agree(data)

@@ -20,7 +20,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from leasefence.impl.durable import open_nofollow, read_nofollow, replace_durably, write_all
 from leasefence.impl.errors import SnapshotError
@@ -386,16 +386,24 @@ def _apply(
         records = doc["records"]
         if not isinstance(records, list) or len(records) < 2:
             raise _Bad("a batch record must hold at least two records")
-        new_leases, new_stats = dict(leases), dict(stats)
-        for inner in records:
-            checked = _checked(inner)
-            if checked.get("op") == "batch":
-                raise _Bad("a batch record inside a batch")
-            _apply(checked, epoch, new_leases, new_stats)
-        leases.clear()
-        leases.update(new_leases)
-        stats.clear()
-        stats.update(new_stats)
+        # Applied in place, the first value of every key it touches saved, and put back if a
+        # record is bad: the cost is the batch's, not the state's (copying the state per batch
+        # made replaying a log of group commits quadratic).
+        saved_leases: dict[str, StateLease | None] = {}
+        saved_stats: dict[str, Stats | None] = {}
+        try:
+            for inner in records:
+                checked = _checked(inner)
+                if checked.get("op") == "batch":
+                    raise _Bad("a batch record inside a batch")
+                for task in _touched(checked):
+                    saved_leases.setdefault(task, leases.get(task))
+                    saved_stats.setdefault(task, stats.get(task))
+                _apply(checked, epoch, leases, stats)
+        except _Bad:
+            _restore(leases, saved_leases)
+            _restore(stats, saved_stats)
+            raise
     elif op == "lease":
         _keys(
             doc,
@@ -436,6 +444,28 @@ def _apply(
             del leases[t]
     else:
         raise _Bad(f"unknown record op {op!r:.40}")
+
+
+_V = TypeVar("_V")
+
+
+def _touched(doc: dict[str, object]) -> list[str]:
+    """The task IDs whose lease or statistics the record ``doc`` may change (a non-string ID
+    makes ``_apply`` refuse the record before it changes anything)."""
+    if doc.get("op") == "void":
+        tasks = doc.get("tasks")
+        return [t for t in tasks if isinstance(t, str)] if isinstance(tasks, list) else []
+    task = doc.get("task")
+    return [task] if isinstance(task, str) else []
+
+
+def _restore(state: dict[str, _V], saved: dict[str, _V | None]) -> None:
+    """Put back the values ``saved`` before a batch changed them (None: the key was absent)."""
+    for key, value in saved.items():
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
 
 
 def _record_task(task: object) -> str:

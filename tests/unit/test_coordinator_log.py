@@ -237,3 +237,37 @@ def test_the_example_of_the_format_page_is_what_the_coordinator_writes(tmp_path:
     assert reopened.epoch == 2
     assert reopened.stats("s1") == Stats(completions=1, reward=1.5, cost=0.25)
     assert dict(reopened.leases) == {}
+
+
+def test_a_checksummed_batch_with_a_record_that_cannot_apply_applies_none_of_its_records(
+    tmp_path: Path,
+) -> None:
+    from leasefence.impl.coordfile import (
+        StateLease,
+        batch_record,
+        decode,
+        free_record,
+        lease_record,
+    )
+
+    path = tmp_path / "state.json"
+    c = StateShardCoordinator(path, clock=Clock(), autosave=False)
+    assert c.lease("s1", 1)
+    c.commit()  # the checkpoint of epoch 1, holding s1's lease
+    good = path.read_bytes()
+    # Every checksum good: s1 freed, s2 leased, then a free of s9, which holds no lease.
+    batch = batch_record(
+        [
+            free_record("s1", Stats(completions=1)),
+            lease_record("s2", StateLease(2, 1_000.0, c.epoch)),
+            free_record("s9", Stats()),
+        ]
+    )
+    loaded = decode(path, good + batch)  # the last line: a torn tail, ignored whole
+    assert set(loaded.leases) == {"s1"}
+    assert loaded.leases["s1"].owner == 1
+    assert loaded.stats["s1"] == Stats()
+    assert "s2" not in loaded.stats
+    after = lease_record("s3", StateLease(3, 1_000.0, c.epoch))
+    with pytest.raises(SnapshotError, match="record 1 after the checkpoint is bad"):
+        decode(path, good + batch + after)

@@ -98,3 +98,22 @@ def test_an_unknown_benchmark_name_is_a_usage_error(capsys: pytest.CaptureFixtur
     assert exc.value.code == 2
     assert "nosuch" in capsys.readouterr().err
     assert set(BENCHMARKS) == {"journal", "recovery", "scale", "dispatch", "verification", "trace"}
+
+
+def test_a_benchmark_that_fails_reports_its_goals_as_errors_not_as_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasefence.harness.bench import runner
+
+    def broken(sizes: Sizes, where: Path, say: object) -> dict[str, object]:
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setitem(runner.RUNNERS, "recovery", broken)
+    out = io.StringIO()
+    report = run(Sizes.named("tiny"), ("recovery",), directory=tmp_path, out=out)
+    statuses = {g.name: g.status for g in report.goals}
+    assert statuses["replay (longest journal measured)"] == "ERROR"
+    assert statuses["journal / SQLite, per-call sync"] == "SKIP"  # not asked for
+    assert report.errors == ["recovery: OSError: [Errno 95] Operation not supported"]
+    table = out.getvalue().split("done.")[1]
+    assert "ERROR recovery: OSError" in table

@@ -95,9 +95,14 @@ def run(
                 say(f"  ERROR {name}: {type(exc).__name__}: {exc}")
     report.seconds = time.perf_counter() - start
     report.goals = goals(report.results)
+    failed = {error.split(":", 1)[0] for error in report.errors}
+    for g in report.goals:
+        g.failed = g.bench in failed
     say(f"[{report.seconds:6.1f} s] done. Ratios beside their goals (printed, not enforced):")
     for g in report.goals:
         say(g.line())
+    for error in report.errors:
+        say(f"  ERROR {error}")
     extra = other_figures(report.results)
     if extra:
         say("Other figures of this run (no goal):")

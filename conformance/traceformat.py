@@ -519,19 +519,34 @@ def parse(lines: Iterable[str]) -> Trace:
     events: list[Event] = []
     bad: tuple[int, str] | None = None
     for lineno, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        if not raw or raw.isspace():
             continue
         if bad is not None:
             raise TraceFormatError(
                 f"line {bad[0]}: not valid JSON ({bad[1]}), and more lines follow"
             )
         try:
-            doc = json.loads(raw)
+            doc = _decode_line(raw)
         except json.JSONDecodeError as exc:
             bad = (lineno, str(exc))
             continue
         events.append(event_of(doc, lineno))
     return Trace(tuple(events), bad is not None)
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _decode_line(raw: str) -> Any:
+    """``json.loads(raw)``: a line that is one JSON value and a newline is decoded without
+    ``loads``'s two whitespace scans; anything else goes through ``loads`` (and its errors)."""
+    try:
+        doc, end = _raw_decode(raw)
+    except json.JSONDecodeError:
+        return json.loads(raw)
+    if end != len(raw) and not raw[end:].isspace():
+        return json.loads(raw)
+    return doc
 
 
 def parse_docs(docs: Iterable[Mapping[str, Any]]) -> Trace:

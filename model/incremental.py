@@ -15,6 +15,10 @@ in flight), and the definitions in ``model.invariants`` read every entry at ever
 
 ``tests/unit/test_incremental.py`` compares both forms on every transition of the CI graph and
 on random states, and plants a violation of each invariant that both must report.
+
+Adding an invariant or a step property to ``model.invariants`` needs nothing here: it is checked
+in full at every step. Give it an incremental form (``INCREMENTAL_STATE``/``INCREMENTAL_STEP``)
+only if it reads maps that grow with the run, and a planted violation in the test.
 """
 
 from __future__ import annotations

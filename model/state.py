@@ -7,7 +7,8 @@ has at most ``SMALL`` entries, and a ``Chunked`` map beyond; a set of IDs (``Ids
 function of its size alone, so equal contents always have the same form and states hash, compare
 and print deterministically. The model checker's states are all small: its hot path runs on
 plain tuples and frozensets (C code). A run of 10⁵ work IDs grows chunked values: an edit copies
-one chunk, and ``changed`` finds what a step changed without reading everything. The helpers
+one chunk, and ``changed`` finds what a step changed without reading everything (between a value
+and one it was edited from a few edits before, by reading only the keys of those edits). The helpers
 below (``get``, ``put``, ``drop``, ``add``, ``discard``, ``changed``) are the only way the model
 reads by key and edits them.
 """

@@ -94,14 +94,17 @@ from leasefence.model.system import (
 __all__ = ["ACTIONS", "TraceFormatError", "TraceReport", "validate"]
 
 
+#: The invariants and step properties a replayed step is checked against: all but
+#: ``NoStuckLease`` (see the module's notes) and the whole-system step properties, which a
+#: trace's compound steps do not have.
+_BROKEN = incremental.Checker(skip=("NoStuckLease", *SYSTEM_STEP_PROPERTIES))
+
+
 def broken(before: State, after: State, b: Bounds, since: State | None = None) -> list[str]:
-    """The invariants ``after`` breaks and the step properties ``before -> after`` breaks (all
-    but ``NoStuckLease``, see the module's notes, and the whole-system step properties, which a
-    trace's compound steps do not have), given that ``since`` (if any, the last state
-    checked under ``b``) keeps every invariant."""
-    return incremental.violated(
-        before, after, b, since, skip=("NoStuckLease", *SYSTEM_STEP_PROPERTIES)
-    )
+    """The invariants ``after`` breaks and the step properties ``before -> after`` breaks (see
+    ``_BROKEN``), given that ``since`` (if any, the last state checked under ``b``) keeps every
+    invariant."""
+    return _BROKEN(before, after, b, since)
 
 
 def check_invariants(
@@ -110,7 +113,7 @@ def check_invariants(
     """The one place a replayed step is checked against the invariants and step properties:
     the divergence to report when ``before -> after`` (a step ``name`` the model allows)
     breaks any, else None. ``since``: as for ``broken``."""
-    bad = broken(before, after, b, since)
+    bad = _BROKEN(before, after, b, since)
     if not bad:
         return None
     return (
@@ -191,11 +194,12 @@ class Replay:
 
     def tick(self, now: float) -> None:
         """Move the model's clocks to a step's ``now`` (a step back is a rollback)."""
-        at = tick(now)
-        if at < self.s.wall:
+        at = round(now * TICKS_PER_SECOND)
+        s = self.s
+        if at < s.wall:
             self.rollbacks += 1
-        self.since = self.s.wall
-        self.s = self.s._replace(wall=at, mono=at)
+        self.since = s.wall
+        self.s = State(at, at, *s[2:])  # s._replace(wall=at, mono=at), without its generality
 
     def apply(self, ev: Step) -> str | None:
         """Replay one step by its event's function (``REPLAY``); the divergence, or None."""
@@ -305,6 +309,7 @@ REPLAY: dict[str, Callable[[Replay, Any], str | None]] = {
     "RestartMaster": replay_restart_master,
 }
 assert tuple(REPLAY) == ACTIONS, "one replay function per traced action"
+assert State._fields[:2] == ("wall", "mono"), "Replay.tick builds a State by position"
 
 
 def validate(lines: Iterable[str] | Trace) -> TraceReport:
@@ -315,22 +320,29 @@ def validate(lines: Iterable[str] | Trace) -> TraceReport:
     rp = Replay(bounds_from_header(header))
     report = TraceReport(torn_tail=trace.torn_tail, pipeline=header.pipeline, fence=header.fence)
     checked: State | None = None  # the last state checked under the current bounds
-    for ev in trace.events[1:]:
+    counts = report.counts
+    events = iter(trace.events)
+    next(events)  # the Header, read above
+    for ev in events:
         if isinstance(ev, Header):
             rp.join(ev)
             checked = None
             continue
         rp.tick(ev.now)
         before = rp.s
-        problem = rp.apply(ev) or check_invariants(ev.event, before, rp.s, rp.b, checked)
-        report.rollbacks, report.lost_steps = rp.rollbacks, rp.lost_steps
+        problem = REPLAY[ev.event](rp, ev)
+        if problem is None:
+            after = rp.s
+            if _BROKEN(before, after, rp.b, checked):
+                problem = check_invariants(ev.event, before, after, rp.b, checked)
         if problem is not None:
+            report.rollbacks, report.lost_steps = rp.rollbacks, rp.lost_steps
             report.divergence, report.line = problem, ev.line
             return report
         checked = rp.s
         rp.steps += 1
-        report.steps = rp.steps
-        report.counts[ev.event] = report.counts.get(ev.event, 0) + 1
+        counts[ev.event] = counts.get(ev.event, 0) + 1
+    report.steps, report.rollbacks, report.lost_steps = rp.steps, rp.rollbacks, rp.lost_steps
     return report
 
 

@@ -15,12 +15,15 @@ in flight), and the definitions in ``model.invariants`` read every entry at ever
 
 ``tests/unit/test_incremental.py`` compares both forms on every transition of the CI graph and
 on random states, and plants a violation of each invariant that both must report.
+
+Adding an invariant or a step property to ``model.invariants`` needs nothing here: it is checked
+in full at every step. Give it an incremental form (``INCREMENTAL_STATE``/``INCREMENTAL_STEP``)
+only if it reads maps that grow with the run, and a planted violation in the test.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from itertools import chain
 
 from leasefence.model import invariants as full
 from leasefence.model.rules import CLOCKS
@@ -34,44 +37,55 @@ def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
         return full.type_ok(s, b)
     works, tasks, ranks = b.work_set, b.task_set, b.rank_set
     j, c, j0, c0 = s.journal, s.coordinator, since.journal, since.coordinator
-    return (
+    if not (
         0 <= s.wall <= b.max_wall
         and 0 <= s.mono <= b.max_wall
         and 0 <= s.reboots <= b.max_reboots
         and 0 <= s.rollbacks <= b.max_rollbacks
-        and all(
-            w in works and x.owner in ranks and x.clock in CLOCKS and x.gen >= 0
-            for w, x in j.leases
-        )
-        and all(w in works for w in changed(j0.completed, j.completed) if w in j.completed)
-        and all(
-            w in works and n >= 1
-            for w in changed(j0.attempts, j.attempts)
-            if (n := get(j.attempts, w)) is not None
-        )
         and 1 <= c.epoch <= b.max_restarts + 1
-        and all(
-            t in tasks and x.owner in ranks and 1 <= x.epoch <= c.epoch and x.gen >= 0
-            for t, x in c.leases
-        )
-        and all(
-            t in tasks and min(x.completions, x.failures, x.reward, x.cost) >= 0
-            for t in changed(c0.stats, c.stats)
-            if (x := get(c.stats, t)) is not None
-        )
-        and all(
-            r in ranks and d.work in works and d.task == b.task(d.work) and d.gen >= 0
-            for r, d in s.active
-        )
-        and all(sum(1 for x, _ in s.active if x == r) <= b.pipeline for r in ranks)
-        and all(r in ranks and w in works for r, w in changed(since.net, s.net) if (r, w) in s.net)
-        and all(
-            r in ranks and w in works and g >= 1
-            for r, w, g in changed(since.gnet, s.gnet)
-            if (r, w, g) in s.gnet
-        )
         and 0 <= s.dups <= b.max_dups
-    )
+    ):
+        return False
+    # Plain loops, not all(...): this runs at every step of a trace.
+    for w, x in j.leases:
+        if not (w in works and x.owner in ranks and x.clock in CLOCKS and x.gen >= 0):
+            return False
+    # Each changed(...) is guarded by an identity test: most steps leave most maps as they were.
+    if j0.completed is not j.completed:
+        for w in changed(j0.completed, j.completed):
+            if w not in works and w in j.completed:
+                return False
+    if j0.attempts is not j.attempts:
+        for w in changed(j0.attempts, j.attempts):
+            n = get(j.attempts, w)
+            if n is not None and not (w in works and n >= 1):
+                return False
+    for t, y in c.leases:
+        if not (t in tasks and y.owner in ranks and 1 <= y.epoch <= c.epoch and y.gen >= 0):
+            return False
+    if c0.stats is not c.stats:
+        for t in changed(c0.stats, c.stats):
+            z = get(c.stats, t)
+            if z is not None and not (
+                t in tasks and min(z.completions, z.failures, z.reward, z.cost) >= 0
+            ):
+                return False
+    for r, d in s.active:
+        if not (r in ranks and d.work in works and d.task == b.task(d.work) and d.gen >= 0):
+            return False
+    if len(s.active) > b.pipeline and not all(
+        sum(1 for x, _ in s.active if x == r) <= b.pipeline for r in ranks
+    ):
+        return False
+    if since.net is not s.net:
+        for r, w in changed(since.net, s.net):
+            if not (r in ranks and w in works) and (r, w) in s.net:
+                return False
+    if since.gnet is not s.gnet:
+        for r, w, g in changed(since.gnet, s.gnet):
+            if not (r in ranks and w in works and g >= 1) and (r, w, g) in s.gnet:
+                return False
+    return True
 
 
 # L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
@@ -79,16 +93,24 @@ def l3_refusal_changes_nothing(before: State, after: State, b: Bounds) -> bool:
     j0, j1 = before.journal, after.journal
     c0, c1 = before.coordinator, after.coordinator
     works, tasks = b.work_set, b.task_set
-    touched = chain(changed(j0.attempts, j1.attempts), changed(j0.leases, j1.leases))
-    return all(full.l3_work_kept(j0, j1, w) for w in {w for w in touched if w in works}) and all(
-        full.l3_task_kept(c0, c1, t) for t in changed(c0.leases, c1.leases) if t in tasks
-    )
+    if j0.attempts is not j1.attempts or j0.leases is not j1.leases:
+        touched = changed(j0.attempts, j1.attempts) + changed(j0.leases, j1.leases)
+        for w in set(touched) if len(touched) > 1 else touched:
+            if w in works and not full.l3_work_kept(j0, j1, w):
+                return False
+    if c0.leases is not c1.leases:
+        for t in changed(c0.leases, c1.leases):
+            if t in tasks and not full.l3_task_kept(c0, c1, t):
+                return False
+    return True
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
 def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
     # No step, a restart included, ever loses a statistic.
     s0, s1 = before.coordinator.stats, after.coordinator.stats
+    if s0 is s1:
+        return True
     for t in changed(s0, s1):
         x, y = get(s0, t), get(s1, t)
         if x is None:
@@ -103,6 +125,16 @@ def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
 StateCheck = Callable[[State, Bounds, "State | None"], bool]
 StepCheck = Callable[[State, State, Bounds], bool]
 
+#: The incremental form of each state invariant that has one (it takes ``since`` too). Any other
+#: invariant of ``invariants.STATE_INVARIANTS`` is checked in full at every state: a new one is
+#: checked with nothing added here, and gets an entry only if it reads whole maps.
+INCREMENTAL_STATE: dict[str, StateCheck] = {"TypeOK": type_ok}
+#: The incremental form of each step property that has one; the others are checked in full.
+INCREMENTAL_STEP: dict[str, StepCheck] = {
+    "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
+    "L6_StatisticsSurvive": l6_statistics_survive,
+}
+
 
 def _plain(check: full.StateCheck) -> StateCheck:
     """A state invariant that reads only small parts of the state, checked in full."""
@@ -111,18 +143,44 @@ def _plain(check: full.StateCheck) -> StateCheck:
 
 #: ``invariants.STATE_INVARIANTS``, same names and order, each taking ``since`` too.
 STATE_INVARIANTS: dict[str, StateCheck] = {
-    name: type_ok if name == "TypeOK" else _plain(check)
+    name: INCREMENTAL_STATE.get(name) or _plain(check)
     for name, check in full.STATE_INVARIANTS.items()
 }
 
 #: ``invariants.STEP_PROPERTIES``, same names and order.
 STEP_PROPERTIES: dict[str, StepCheck] = {
-    "L1_NoOrphanLease": full.l1_no_orphan_lease,
-    "L2_RemovalFenced": full.l2_removal_fenced,
-    "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
-    "L6_StatisticsSurvive": l6_statistics_survive,
-    "L7_AuthoritativeStateId": full.l7_authoritative_state_id,
+    name: INCREMENTAL_STEP.get(name, step) for name, step in full.STEP_PROPERTIES.items()
 }
+
+
+class Checker:
+    """``violated`` without the names in ``skip``, its list of checks made once: the form a
+    trace replay calls at every step (``Checker(skip)(before, after, b, since)``)."""
+
+    __slots__ = ("_plain", "_since", "_steps")
+
+    def __init__(self, skip: Collection[str] = ()) -> None:
+        # (position, name, check) of each kind, so verdicts come in the order of ``violated``.
+        order = {name: n for n, name in enumerate(STATE_INVARIANTS)}
+        self._since = [
+            (order[name], name, check)
+            for name, check in INCREMENTAL_STATE.items()
+            if name in order and name not in skip
+        ]
+        self._plain = [
+            (order[name], name, check)
+            for name, check in full.STATE_INVARIANTS.items()
+            if name not in INCREMENTAL_STATE and name not in skip
+        ]
+        self._steps = [(name, step) for name, step in STEP_PROPERTIES.items() if name not in skip]
+
+    def __call__(
+        self, before: State, after: State, b: Bounds, since: State | None = None
+    ) -> list[str]:
+        bad = [(n, name) for n, name, check in self._since if not check(after, b, since)]
+        bad += [(n, name) for n, name, plain in self._plain if not plain(after, b)]
+        names = [name for _, name in sorted(bad)] if len(bad) > 1 else [name for _, name in bad]
+        return names + [name for name, step in self._steps if not step(before, after, b)]
 
 
 def violated(

@@ -7,7 +7,8 @@ has at most ``SMALL`` entries, and a ``Chunked`` map beyond; a set of IDs (``Ids
 function of its size alone, so equal contents always have the same form and states hash, compare
 and print deterministically. The model checker's states are all small: its hot path runs on
 plain tuples and frozensets (C code). A run of 10⁵ work IDs grows chunked values: an edit copies
-one chunk, and ``changed`` finds what a step changed without reading everything. The helpers
+one chunk, and ``changed`` finds what a step changed without reading everything (between a value
+and one it was edited from a few edits before, by reading only the keys of those edits). The helpers
 below (``get``, ``put``, ``drop``, ``add``, ``discard``, ``changed``) are the only way the model
 reads by key and edits them.
 """
@@ -21,6 +22,7 @@ from itertools import chain, compress, count
 from math import isqrt
 from operator import is_not
 from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
+from weakref import ref
 
 
 class _Ordered(Protocol):
@@ -36,6 +38,11 @@ V = TypeVar("V")
 #: A chunk holding more keys than this, or than twice the square root of the map's size, is
 #: split in two: chunks and the list of chunks then grow alike, as the square root of the size.
 SMALL = 64
+#: How many edits back a chunked map remembers the maps it was edited from (``Chunked.changed``).
+LINEAGE = 4
+
+_NO_LINEAGE: tuple[Any, ...] = ()
+_ABSENT: Any = object()
 
 
 class Chunked(Generic[K, V]):
@@ -44,15 +51,36 @@ class Chunked(Generic[K, V]):
     Stored as consecutive chunks of sorted keys with their values (a two-level B-tree): ``get``
     is two bisections, ``set`` and ``delete`` copy one chunk and the list of chunks. Iterates as
     the sorted tuple of pairs it stands for.
+
+    Lineage: a map made by ``set`` or ``delete`` remembers, by weak reference, the maps it was
+    edited from (up to ``LINEAGE`` edits back) and the key of each edit, so ``changed`` between
+    a map and one of its recent ancestors reads only the keys edited in between. It is not part
+    of the value: equality, hash, ``repr`` and pickling ignore it.
     """
 
-    __slots__ = ("_firsts", "_hash", "_keys", "_len", "_vals")
+    __slots__ = (
+        "__weakref__",
+        "_edits",
+        "_firsts",
+        "_hash",
+        "_keys",
+        "_len",
+        "_origins",
+        "_sure",
+        "_vals",
+    )
 
     _keys: tuple[tuple[K, ...], ...]
     _vals: tuple[tuple[V, ...], ...]
     _firsts: tuple[K, ...]
     _len: int
     _hash: int | None
+    #: Weak references to the maps this one was edited from, the nearest first, and the key of
+    #: each edit since: ``_edits[: i + 1]`` are the keys edited since ``_origins[i]``.
+    _origins: tuple[ref[Chunked[K, V]], ...]
+    _edits: tuple[K, ...]
+    #: Whether the last edit certainly changed its entry (a value of another type may be equal).
+    _sure: bool
 
     def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]]) -> None:
         pairs = sorted(dict(items).items())
@@ -63,17 +91,28 @@ class Chunked(Generic[K, V]):
         vals = tuple(tuple(v for _, v in pairs[i : i + half]) for i in range(0, len(pairs), half))
         self._keys, self._vals, self._len, self._hash = keys, vals, len(pairs), None
         self._firsts = tuple(ks[0] for ks in keys)
+        self._origins = self._edits = _NO_LINEAGE
+        self._sure = False
 
-    @classmethod
-    def _made(
-        cls,
+    def __reduce__(self) -> tuple[type[Chunked[K, V]], tuple[dict[K, V]]]:
+        """Pickled and copied as its pairs (a copy has no lineage)."""
+        return Chunked, (dict(self),)
+
+    def _edited(
+        self,
+        sure: bool,
+        key: K,
         keys: tuple[tuple[K, ...], ...],
         vals: tuple[tuple[V, ...], ...],
         firsts: tuple[K, ...],
         size: int,
     ) -> Chunked[K, V]:
-        m: Chunked[K, V] = cls.__new__(cls)
+        """The map of these chunks, made from this one by an edit at ``key``."""
+        m: Chunked[K, V] = Chunked.__new__(Chunked)
         m._keys, m._vals, m._firsts, m._len, m._hash = keys, vals, firsts, size, None
+        m._origins = (ref(self), *self._origins[: LINEAGE - 1])
+        m._edits = (key, *self._edits[: LINEAGE - 1])
+        m._sure = sure
         return m
 
     def _find(self, key: K) -> tuple[int, int, bool]:
@@ -85,8 +124,20 @@ class Chunked(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         """The value at ``key``, or None."""
-        i, j, hit = self._find(key)
-        return self._vals[i][j] if hit else None
+        i = bisect_right(self._firsts, key) - 1
+        if i < 0:  # before the first key
+            return None
+        ks = self._keys[i]
+        j = bisect_left(ks, key)
+        return self._vals[i][j] if j < len(ks) and ks[j] == key else None
+
+    def _has(self, key: K) -> bool:
+        i = bisect_right(self._firsts, key) - 1
+        if i < 0:  # before the first key
+            return False
+        ks = self._keys[i]
+        j = bisect_left(ks, key)
+        return j < len(ks) and ks[j] == key
 
     def __getitem__(self, key: K) -> V:
         i, j, hit = self._find(key)
@@ -95,7 +146,7 @@ class Chunked(Generic[K, V]):
         raise KeyError(key)
 
     def __contains__(self, key: object) -> bool:
-        return self._find(key)[2]  # type: ignore[arg-type]
+        return self._has(key)  # type: ignore[arg-type]
 
     def set(self, key: K, value: V) -> Chunked[K, V]:
         """This map with ``key`` set to ``value`` (itself when it already holds exactly that)."""
@@ -103,23 +154,38 @@ class Chunked(Generic[K, V]):
         ks, vs = self._keys[i], self._vals[i]
         if hit:
             old = vs[j]
-            if old is value or (type(old) is type(value) and old == value):
+            if old is value:
                 return self
-            nks, nvs, size = ks, (*vs[:j], value, *vs[j + 1 :]), self._len
-        else:
-            nks, nvs, size = (*ks[:j], key, *ks[j:]), (*vs[:j], value, *vs[j:]), self._len + 1
-        new_k: tuple[tuple[K, ...], ...]
-        new_v: tuple[tuple[V, ...], ...]
-        new_f: tuple[K, ...]
+            sure = old != value
+            if not sure and type(old) is type(value):
+                return self
+            vals = self._vals  # the same keys: only one chunk of values is copied
+            return self._edited(
+                sure,
+                key,
+                self._keys,
+                (*vals[:i], (*vs[:j], value, *vs[j + 1 :]), *vals[i + 1 :]),
+                self._firsts,
+                self._len,
+            )
+        nks, nvs, size = (*ks[:j], key, *ks[j:]), (*vs[:j], value, *vs[j:]), self._len + 1
+        keys, vals, firsts = self._keys, self._vals, self._firsts
         if len(nks) <= SMALL or len(nks) <= 2 * isqrt(size):
-            new_k, new_v, new_f = (nks,), (nvs,), (nks[0],)
-        else:
-            h = len(nks) // 2
-            new_k, new_v, new_f = (nks[:h], nks[h:]), (nvs[:h], nvs[h:]), (nks[0], nks[h])
-        return Chunked._made(
-            self._keys[:i] + new_k + self._keys[i + 1 :],
-            self._vals[:i] + new_v + self._vals[i + 1 :],
-            self._firsts[:i] + new_f + self._firsts[i + 1 :],
+            return self._edited(
+                True,
+                key,
+                (*keys[:i], nks, *keys[i + 1 :]),
+                (*vals[:i], nvs, *vals[i + 1 :]),
+                firsts if j else (*firsts[:i], key, *firsts[i + 1 :]),
+                size,
+            )
+        h = len(nks) // 2  # split the chunk in two
+        return self._edited(
+            True,
+            key,
+            (*keys[:i], nks[:h], nks[h:], *keys[i + 1 :]),
+            (*vals[:i], nvs[:h], nvs[h:], *vals[i + 1 :]),
+            (*firsts[:i], nks[0], nks[h], *firsts[i + 1 :]),
             size,
         )
 
@@ -133,7 +199,9 @@ class Chunked(Generic[K, V]):
         ks, vs = self._keys[i], self._vals[i]
         nks, nvs = ks[:j] + ks[j + 1 :], vs[:j] + vs[j + 1 :]
         new_k, new_v, new_f = ((nks,), (nvs,), (nks[0],)) if nks else ((), (), ())
-        return Chunked._made(
+        return self._edited(
+            True,
+            key,
             self._keys[:i] + new_k + self._keys[i + 1 :],
             self._vals[:i] + new_v + self._vals[i + 1 :],
             self._firsts[:i] + new_f + self._firsts[i + 1 :],
@@ -171,11 +239,34 @@ class Chunked(Generic[K, V]):
     def __repr__(self) -> str:
         return f"Chunked({dict(self)!r})"
 
+    def _since(self, other: Chunked[K, V]) -> tuple[K, ...] | None:
+        """The keys edited since ``other``, if ``other`` is a recent ancestor (else None)."""
+        for i, origin in enumerate(self._origins):
+            if origin() is other:
+                return self._edits[: i + 1]
+        return None
+
+    def _entry(self, key: K) -> tuple[V] | tuple[()]:
+        """``(value,)`` at ``key``, or ``()`` when absent (values may be None)."""
+        i, j, hit = self._find(key)
+        return (self._vals[i][j],) if hit else ()
+
     def changed(self, other: Chunked[K, V]) -> list[K]:
         """The keys whose entry differs between this map and ``other`` (present in one only, or
-        with unequal values). Chunks the two share are skipped unread, and within a chunk only
-        the stretch between the first and the last difference is read."""
+        with unequal values). When one was edited from the other a few edits ago (its lineage),
+        only the keys edited in between are read. Otherwise chunks the two share are skipped
+        unread, and within a chunk only the stretch between the first and the last difference
+        is read."""
         a, b = self, other
+        if b._origins and b._origins[0]() is a and b._sure:  # the common case: one edit
+            return [b._edits[0]]
+        if a._origins and a._origins[0]() is b and a._sure:
+            return [a._edits[0]]
+        edited = b._since(a) if b._origins else None
+        if edited is None and a._origins:
+            edited = a._since(b)
+        if edited is not None:  # an edit may have been undone by a later one: compare each key
+            return [k for k in dict.fromkeys(edited) if a._entry(k) != b._entry(k)]
         if len(a._keys) == len(b._keys):
             at = set(compress(count(), map(is_not, a._keys, b._keys)))
             at.update(compress(count(), map(is_not, a._vals, b._vals)))
@@ -250,7 +341,7 @@ class ChunkedSet(abc.Set[K]):
         return ChunkedSet._of(m) if isinstance(m, Chunked) else frozenset(k for k, _ in m)
 
     def __contains__(self, member: object) -> bool:
-        return member in self._map
+        return self._map._has(member)  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[K]:
         return self._map.keys()
@@ -348,16 +439,25 @@ def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
     only, or with unequal values. Chunked values read only the chunks a step did not share."""
     if a is b:
         return []
-    if isinstance(a, Chunked) and isinstance(b, Chunked):
-        return a.changed(b)
-    if isinstance(a, ChunkedSet) and isinstance(b, ChunkedSet):
-        return a._map.changed(b._map)
+    ta, tb = type(a), type(b)
+    if ta is Chunked and tb is Chunked:
+        return a.changed(b)  # type: ignore[union-attr,arg-type]
+    if ta is ChunkedSet and tb is ChunkedSet:
+        return a._map.changed(b._map)  # type: ignore[union-attr]
+    if ta is frozenset and tb is frozenset:
+        return list(a ^ b)  # type: ignore[operator]
     if isinstance(a, abc.Set):
         return list(set(a) ^ set(b))  # type: ignore[arg-type]
-    da, db = dict(a), dict(b)  # type: ignore[arg-type]
-    return list(da.keys() ^ db.keys()) + [
-        k for k in da.keys() & db.keys() if da[k] is not db[k] and da[k] != db[k]
-    ]
+    if ta is tuple and tb is tuple and a == b:
+        return []
+    rest = dict(a)
+    out: list[K] = []
+    for k, v in b:  # type: ignore[misc]
+        old = rest.pop(k, _ABSENT)
+        if old is not v and (old is _ABSENT or old != v):
+            out.append(k)
+    out += rest
+    return out
 
 
 class Lease(NamedTuple):

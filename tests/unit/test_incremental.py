@@ -3,6 +3,8 @@ give the same answers as the plain definitions they stand in for."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 from dataclasses import replace
 
@@ -15,6 +17,7 @@ from leasefence.model.check import reachable
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO
 from leasefence.model.state import (
+    LINEAGE,
     SMALL,
     Chunked,
     ChunkedSet,
@@ -115,11 +118,13 @@ def _full(before: State, after: State, b: Bounds) -> list[str]:
 
 
 def test_incremental_and_full_verdicts_agree_on_every_transition_of_the_ci_graph() -> None:
+    check = incremental.Checker()
     transitions = 0
     for s, _label, t in reachable(CI):
         transitions += 1
         want = _full(s, t, CI)
         assert incremental.violated(s, t, CI, since=s) == want, (s, t)
+        assert check(s, t, CI, s) == want, (s, t)
     assert transitions == 102_850
 
 
@@ -200,6 +205,7 @@ def test_incremental_and_full_verdicts_agree_on_random_states(seed: int, steps: 
         bad = _corrupt(after, rng)
         for t in (after, bad):
             assert incremental.violated(since, t, WIDE, since=since) == _full(since, t, WIDE)
+            assert incremental.Checker()(since, t, WIDE, since) == _full(since, t, WIDE)
 
 
 def _base() -> State:
@@ -285,3 +291,44 @@ def test_a_planted_violation_of_each_invariant_is_reported_by_the_full_and_the_i
         assert incremental.violated(since, bad, b, since=since) == invariants.violated(
             since, bad, b
         ), name
+        assert incremental.Checker()(since, bad, b, since) == invariants.violated(since, bad, b)
+        assert name not in incremental.Checker(skip=[name])(since, bad, b, since), name
+
+
+def _plain_diff(a: Map[int, object], b: Map[int, object]) -> list[int]:
+    """``changed`` of copies without lineage (pickled): the chunk-by-chunk comparison."""
+    return sorted(changed(pickle.loads(pickle.dumps(a)), pickle.loads(pickle.dumps(b))))
+
+
+def test_changed_between_a_map_and_the_maps_it_was_edited_from_reads_the_edits_and_agrees() -> None:
+    base: Map[int, object] = as_map({k: k for k in range(200)})
+    assert isinstance(base, Chunked)
+    chain: list[Map[int, object]] = [base]
+    for key, value in [(5, "x"), (500, 1), (5, 5), (7, None), (500, None), (9, 1), (9, True)]:
+        chain.append(put(chain[-1], key, value) if value is not None else drop(chain[-1], key))
+    for i, a in enumerate(chain):
+        for b in chain[i:]:
+            assert sorted(changed(a, b)) == sorted(changed(b, a)) == _plain_diff(a, b), (a, b)
+    # An edit undone by a later one, a value replaced by an equal one of another type: unchanged.
+    assert changed(chain[0], chain[3]) == [500]  # 5 -> "x" -> 5
+    assert changed(chain[2], chain[3]) == [5]
+    assert sorted(changed(chain[0], chain[2])) == [5, 500]
+    assert sorted(changed(chain[1], chain[5])) == [5, 7]  # 500 added, then dropped
+    assert put(chain[5], 0, 0) is chain[5]  # a value set to itself: the same map
+    assert chain[7] is not chain[6]
+    assert changed(chain[6], chain[7]) == []
+    # The lineage is what ``changed`` read: a recent ancestor's diff reads only the edited keys.
+    assert chain[2]._since(chain[0]) == (500, 5)  # type: ignore[union-attr]
+    assert chain[-1]._since(chain[0]) is None  # more than LINEAGE edits back
+    assert len(chain) - 1 > LINEAGE
+
+
+def test_a_copied_or_pickled_map_has_no_lineage_and_still_compares_by_content() -> None:
+    a: Map[int, int] = as_map({k: k for k in range(100)})
+    b = put(a, 3, -3)
+    for c in (copy.copy(b), copy.deepcopy(b), pickle.loads(pickle.dumps(b))):
+        assert c == b
+        assert hash(c) == hash(b)
+        assert repr(c) == repr(b)
+        assert c._since(a) is None  # type: ignore[union-attr]
+        assert changed(a, c) == [3]

@@ -507,3 +507,64 @@ def test_trace_check_refuses_a_fifo_or_a_directory_at_once(
             writer.join()
             os.close(fd)
     assert "not a regular file" in capsys.readouterr().err
+
+
+_COMMON_LINES = {
+    "DispatchWork": {"w": "w1", "r": 1, "now": 10.5, "ok": True, "refused": None, "gen": None},
+    "DeliverResult": {
+        "r": 2,
+        "w": "w1",
+        "reported": "s1",
+        "ok": False,
+        "now": 11.0,
+        "stale": False,
+        "task": "s1",
+        "work_ok": True,
+        "state_ok": False,
+        "gen": [1, 2],
+    },
+}
+_ODD_VALUES: list[object] = [
+    1,
+    -0.0,
+    True,
+    None,
+    "x",
+    math.nan,
+    math.inf,
+    [1, 2],
+    [1, -2],
+    [True, 2],
+    [1],
+    {},
+]
+
+
+@pytest.mark.parametrize("event", sorted(_COMMON_LINES))
+def test_the_fast_reader_of_common_lines_reads_every_variant_as_the_field_readers_do(
+    event: str,
+) -> None:
+    from leasefence.conformance.traceformat import FAST, READERS, _Fields, event_of
+
+    docs = [dict(_COMMON_LINES[event], event=event)]
+    for key in _COMMON_LINES[event]:
+        docs.append({k: v for k, v in docs[0].items() if k != key})
+        docs += [dict(docs[0], **{key: value}) for value in _ODD_VALUES]
+    fast_ones = 0
+    for doc in docs:
+        try:
+            slow: object = READERS[event](_Fields(doc, 7, event))
+        except TraceFormatError as exc:
+            slow = str(exc)
+        fast = FAST[event](doc, 7)
+        if fast is not None:
+            fast_ones += 1
+            assert [(type(v), v) for v in vars(fast).values()] == [
+                (type(v), v) for v in vars(slow).values()
+            ], doc
+        try:
+            read: object = event_of(doc, 7)
+        except TraceFormatError as exc:
+            read = str(exc)
+        assert read == slow, doc
+    assert fast_ones > len(_COMMON_LINES[event])  # the fast path read the plain lines

@@ -3,12 +3,15 @@
 A run of N work items is synthesized with the master's own ``TraceWriter`` (two ranks, two work
 IDs per state task, the second dispatch of a pair refused while the first holds the task, as in
 ``leasefence run --worker trivial``: about 2.5 lines per item), then validated in process; the
-figure is steps per CPU second. Linear validation keeps it flat as N grows (issue 18).
+figure is steps per CPU second. Linear validation keeps it flat as N grows (issue 18). The
+process's peak resident memory after each size shows how memory grows with N.
 """
 
 from __future__ import annotations
 
 import hashlib
+import resource
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +62,13 @@ def synthesize(path: Path, items: int) -> int:
     return lines
 
 
+def _peak_rss_mb() -> float:
+    """The process's peak resident memory so far, in MB (sizes run in increasing order, so
+    after each size it is that size's peak unless an earlier benchmark of the run went higher)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
 def bench_trace(sizes: Sizes, where: Path, say: Say) -> dict[str, Any]:
     """Steps per second of ``trace check`` at each size of ``ITEMS[sizes.name]``, and the
     per-step cost at the largest size over that at the smallest (1.0: linear)."""
@@ -77,15 +87,17 @@ def bench_trace(sizes: Sizes, where: Path, say: Say) -> dict[str, Any]:
             raise RuntimeError(
                 f"synthesized trace of {items} items diverges: {(report.divergence or '')[:300]}"
             )
+        peak = _peak_rss_mb()
         rows[str(items)] = {
             "lines": lines,
             "steps": report.steps,
             "cpu_s": seconds,
             "steps_per_s": report.steps / seconds,
+            "peak_rss_mb": peak,
         }
         say(
             f"    {items:>9,} items  {lines:>9,} lines  {seconds:7.2f} CPU s  "
-            f"{report.steps / seconds:>9,.0f} steps/s"
+            f"{report.steps / seconds:>9,.0f} steps/s  peak RSS {peak:,.0f} MB"
         )
     first, last = rows[str(counts[0])], rows[str(counts[-1])]
     growth = (last["cpu_s"] / last["steps"]) / (first["cpu_s"] / first["steps"])

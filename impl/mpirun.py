@@ -68,6 +68,9 @@ class RunConfig:
     # How every rank waits for its next message (``leasefence.impl.poll``: auto, spin, yield,
     # sleep, block).
     poll: str = "auto"
+    # Group commit (issue 19): the decisions of one loop turn share one journal fsync and one
+    # coordinator fsync, made before any WORK leaves (``Master.open(group_commit=...)``).
+    group_commit: bool = True
 
 
 class RunHooks(DispatchHooks):
@@ -282,6 +285,7 @@ def _serve(
                 pipeline=config.pipeline,
                 fence=config.fence,
                 candidates=hooks.candidates,
+                group_commit=config.group_commit,
             )
             loop = _Loop(master, hooks, start, config.progress_every, err)
             try:

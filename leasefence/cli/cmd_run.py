@@ -168,6 +168,16 @@ def configure(p: argparse.ArgumentParser) -> None:
             "block (a worker waiting for work blocks in MPI_Probe; MPICH spins there)"
         ),
     )
+    p.add_argument(
+        "--sync",
+        choices=("group", "always"),
+        default="group",
+        help=(
+            "when decisions become durable: group (default: the decisions of one loop turn share "
+            "one journal fsync and one coordinator fsync, made before any WORK leaves), or "
+            "always (each decision fsynced before the next)"
+        ),
+    )
     p.set_defaults(func=run)
 
 
@@ -189,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         fence=args.fence,
         max_invalid=args.max_invalid,
         poll=args.poll,
+        group_commit=args.sync == "group",
     )
     faults = FaultConfig(
         inject=Injection(

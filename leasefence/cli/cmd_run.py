@@ -139,11 +139,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pipeline",
         type=count,
-        default=1,
+        default=2,
         metavar="N",
         help=(
-            "dispatches one worker rank holds at once (default 1: F314's one active transaction "
-            "per rank); beyond 1 the leases are fenced by (rank, dispatch generation)"
+            "dispatches one worker rank holds at once (default 2: its next WORK is already there "
+            "when it answers; 1 is F314's one active transaction per rank); beyond 1 the leases "
+            "are fenced by (rank, dispatch generation)"
         ),
     )
     p.add_argument(

@@ -37,6 +37,7 @@ class Sizes:
     dispatch_repeats: int
     conformance_examples: int
     tlc_repeats: int
+    ranks: int = 3  # MPI processes of each dispatch job (``leasefence bench --ranks``)
 
     @classmethod
     def named(cls, name: str) -> Sizes:

@@ -15,10 +15,10 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    the dispatch transaction, a journal fsync per record and a coordinator
                    record appended and fsynced on every change (``leasefence run --sync
                    always``).
-``master-group``   ``Master.open(..., group_commit=True)``, ``leasefence run``'s default since
-                   issue 19: ``master_dispatch`` decides on every result already waiting, then
-                   commits the journal (one write, one fsync) and the coordinator (one append,
-                   one fsync) before any WORK of that turn leaves.
+``master-group``   ``Master.open(..., group_commit=True)`` at ``leasefence run``'s default depth
+                   (2), its defaults since issue 19: ``master_dispatch`` decides on every result
+                   already waiting, then commits the journal (one write, one fsync) and the
+                   coordinator (one append, one fsync) before any WORK of that turn leaves.
 ``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
                    the master's logic and the MPI loop, no disk (benchmark-only).
 ``master-depth1``  ``master-memory`` with generation fencing (``fence="generation"``), still
@@ -110,9 +110,11 @@ def master_job(
             )
             transport = MpiTransport(comm, poll)
         elif contender == "master-group":
+            from leasefence.impl.mpirun import RunConfig
+
             master = Master.open(
                 journal_path, snapshot, catalogue, ttl=3600.0, group_commit=True,
-                pipeline=pipeline or 1,
+                pipeline=pipeline or RunConfig().pipeline,
             )  # fmt: skip
             transport = MpiTransport(comm, poll)
         else:

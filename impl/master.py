@@ -277,6 +277,7 @@ class Master:
         pipeline: int = 1,
         fence: str | None = None,
         candidates: CandidatePolicy = pending_only,
+        group_commit: bool = False,
     ) -> None:
         if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
             raise ValueError(f"pipeline must be a whole number >= 1, got {pipeline!r}")
@@ -295,6 +296,8 @@ class Master:
         self.max_failures = max_failures
         self.max_invalid = max_invalid
         self.candidates = candidates
+        # Group commit (issue 19): the containers keep decisions pending until ``commit()``.
+        self.group_commit = group_commit
         self._slots: dict[Rank, list[ActiveDispatch]] = {}
         self._generations: Counter[Rank] = Counter()
         self.counters = Counters()
@@ -417,6 +420,7 @@ class Master:
                 pipeline=pipeline,
                 fence=fence,
                 candidates=candidates,
+                group_commit=group_commit,
             )
             if restarting:
                 master.recover_after_restart()
@@ -515,8 +519,11 @@ class Master:
     def commit(self) -> None:
         """Make every decision so far durable (group commit, issue 19): the journal's pending
         records with one write and one fsync, then the coordinator's changes with one append
-        and one fsync (journal first, as every single step writes them). Nothing to do for
-        containers that write on every change, or that have no ``commit``."""
+        and one fsync (journal first, as every single step writes them). Nothing to do without
+        ``group_commit`` (the containers write on every change; a change one of them failed to
+        write stays visible as such) or for containers that have no ``commit``."""
+        if not self.group_commit:
+            return
         for container in (self.journal, self.coordinator):
             commit = getattr(container, "commit", None)
             pending = getattr(container, "pending", None)

@@ -214,7 +214,7 @@ def _note(
 ) -> None:
     report.acked_checked += len(acked)
     report.lost += len(problems)
-    for what in problems[: MAX_KEPT - len(report.violations)]:
+    for what in problems[: max(0, MAX_KEPT - len(report.violations))]:
         report.violations.append(Violation(FAMILY, name, len(acked) + 1, "", point, what))
 
 

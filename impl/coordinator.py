@@ -92,7 +92,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final, NoReturn
@@ -322,7 +322,7 @@ class StateShardCoordinator:
         if self._active(task_id) is not None:
             return False
         now = self._now()
-        with self._change():
+        with self._change((task_id,)):
             self._leases[task_id] = StateLease(
                 owner=worker, updated=now, epoch=self._epoch, generation=generation
             )
@@ -390,7 +390,7 @@ class StateShardCoordinator:
             if x.epoch != self._epoch or reclaimable(x.updated, UNIX, now, ttl)
         )
         if gone:
-            with self._change():
+            with self._change(gone):
                 for t in gone:
                     del self._leases[t]
                 self._log(void_record(gone))
@@ -456,7 +456,7 @@ class StateShardCoordinator:
         lease = self._active(task_id)
         if lease is None or (lease.owner, lease.generation) != (worker, generation):
             return False
-        with self._change():
+        with self._change((task_id,)):
             del self._leases[task_id]
             if delta is not None:
                 self._stats[task_id] = self._stats.get(task_id, Stats()).plus(delta)
@@ -490,19 +490,30 @@ class StateShardCoordinator:
         ) from cause
 
     @contextlib.contextmanager
-    def _change(self) -> Iterator[None]:
-        """One mutation: made in memory, then saved (autosave); if anything fails on the way,
-        memory is put back as it was (the views stay the same objects), and the error raised."""
-        leases, stats, logged = dict(self._leases), dict(self._stats), len(self._pending)
+    def _change(self, tasks: Iterable[str]) -> Iterator[None]:
+        """One mutation of the entries of ``tasks``: made in memory, then saved (autosave); if
+        anything fails on the way, those entries are put back as they were (the views stay the
+        same objects), and the error raised. Only the entries changed are copied, so a change
+        costs the same however many tasks the coordinator knows (issue 19)."""
+        tasks = tuple(tasks)
+        leases = [(t, self._leases.get(t)) for t in tasks]
+        stats = [(t, self._stats.get(t)) for t in tasks]
+        logged = len(self._pending)
         try:
             yield
             self._persist()
         except BaseException:
             del self._pending[logged:]
-            self._leases.clear()
-            self._leases.update(leases)
-            self._stats.clear()
-            self._stats.update(stats)
+            for t, lease in leases:
+                if lease is None:
+                    self._leases.pop(t, None)
+                else:
+                    self._leases[t] = lease
+            for t, stat in stats:
+                if stat is None:
+                    self._stats.pop(t, None)
+                else:
+                    self._stats[t] = stat
             raise
 
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
+from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
 from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
-from leasefence.impl.errors import UnknownTask, UnknownWork
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.wire import Generation, Rank, Result, StateTaskId, Work, WorkId
@@ -277,6 +277,7 @@ class Master:
         pipeline: int = 1,
         fence: str | None = None,
         candidates: CandidatePolicy = pending_only,
+        group_commit: bool = False,
     ) -> None:
         if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
             raise ValueError(f"pipeline must be a whole number >= 1, got {pipeline!r}")
@@ -295,6 +296,8 @@ class Master:
         self.max_failures = max_failures
         self.max_invalid = max_invalid
         self.candidates = candidates
+        # Group commit (issue 19): the containers keep decisions pending until ``commit()``.
+        self.group_commit = group_commit
         self._slots: dict[Rank, list[ActiveDispatch]] = {}
         self._generations: Counter[Rank] = Counter()
         self.counters = Counters()
@@ -302,6 +305,12 @@ class Master:
         self.invalid: Counter[WorkId] = Counter()
         self._answered_invalidly: set[tuple[Rank, ActiveDispatch]] = set()
         self._seen_completed: set[str] = set(journal.completed)
+        # The scheduling queue (``_next_pending``): the catalogue in order, from ``_front`` on
+        # every item that may still be pending; ``_done`` the IDs known completed (a cache of
+        # ``journal.completed``, made exact again whenever ``finished`` finds it stale).
+        self._order: list[WorkId] = list(self.catalogue)
+        self._front = 0
+        self._done: set[str] = set(self._seen_completed)
         self._dirty = True
         self._reopen: Callable[[], Master] | None = None
         self._resume_generations()
@@ -363,12 +372,20 @@ class Master:
         pipeline: int = 1,
         fence: str | None = None,
         candidates: CandidatePolicy = pending_only,
+        group_commit: bool = False,
     ) -> Master:
         """A master on the journal and snapshot at these paths, recovered if they exist.
 
         When either file already exists this is RestartMaster: the coordinator loads the
         snapshot into the next epoch (L6), then ``journal.recover(ttl)`` and
         ``coordinator.recover_expired(ttl)`` run, and the unfinished work is dispatched again.
+
+        ``group_commit`` (issue 19): the journal (``sync="group"``) and the coordinator
+        (``autosave=False``) keep each decision pending until ``commit()``, which makes all of
+        them durable with one write and one fsync each; the caller commits before anything it
+        decided leaves the process (``transport.master_dispatch`` does, before every WORK).
+        Without it every decision is durable before its call returns. Either way the master
+        returned is committed: its new epoch and its recovery are durable.
         """
         from leasefence.impl.coordinator import StateShardCoordinator
         from leasefence.impl.journal import WorkLeaseJournal
@@ -383,9 +400,13 @@ class Master:
         restarting |= snapshot_path is not None and Path(snapshot_path).exists()
         # The journal first: its exclusive lock keeps a second master off these files before
         # the coordinator loads (and re-saves) the snapshot into a new epoch.
-        journal = WorkLeaseJournal(journal_path, clock=step)
+        journal = WorkLeaseJournal(
+            journal_path, clock=step, sync="group" if group_commit else "always"
+        )
         try:
-            coordinator = StateShardCoordinator(snapshot_path, clock=step)
+            coordinator = StateShardCoordinator(
+                snapshot_path, clock=step, autosave=not group_commit
+            )
             master = cls(
                 journal,
                 coordinator,
@@ -399,9 +420,11 @@ class Master:
                 pipeline=pipeline,
                 fence=fence,
                 candidates=candidates,
+                group_commit=group_commit,
             )
             if restarting:
                 master.recover_after_restart()
+            master.commit()
         except BaseException:
             journal.close()
             raise
@@ -418,6 +441,7 @@ class Master:
             pipeline=pipeline,
             fence=fence,
             candidates=candidates,
+            group_commit=group_commit,
         )
         return master
 
@@ -435,6 +459,7 @@ class Master:
                 "restart: reclaimed %d work leases and %d state leases", len(works), len(tasks)
             )
             if self.trace is not None:
+                self.commit()  # a traced step is durable before its line (group of one)
                 self.trace.restart_master(now, recovered or None, works)
         self._dirty = True
 
@@ -469,8 +494,8 @@ class Master:
         }
 
     def restart_master(self) -> Master:
-        """RestartMaster as one call (for tests and conformance): close this master (the
-        snapshot is already durable: the coordinator saves on every change) and open a new
+        """RestartMaster as one call (for tests and conformance): close this master (which
+        commits what is pending) and open a new
         one on the same journal and snapshot. In-flight results may still reach the new one."""
         if self._reopen is None:
             raise RuntimeError("restart_master() needs a master made by Master.open()")
@@ -491,9 +516,34 @@ class Master:
         new.invalid = self.invalid.copy()  # and toward max_invalid
         return new
 
+    def commit(self) -> None:
+        """Make every decision so far durable (group commit, issue 19): the journal's pending
+        records with one write and one fsync, then the coordinator's changes with one append
+        and one fsync (journal first, as every single step writes them). Nothing to do without
+        ``group_commit`` (the containers write on every change; a change one of them failed to
+        write stays visible as such) or for containers that have no ``commit``."""
+        if not self.group_commit:
+            return
+        for container in (self.journal, self.coordinator):
+            commit = getattr(container, "commit", None)
+            pending = getattr(container, "pending", None)
+            if commit is None or pending is None:
+                continue
+            if pending() if callable(pending) else pending:
+                commit()
+
     def close(self) -> None:
-        """Close the journal (the coordinator needs nothing: it saved on every change)."""
-        self.journal.close()
+        """Commit what is pending, then close the journal (the coordinator holds no file).
+
+        A commit that fails here is logged, not raised: what it held was never acknowledged
+        (no WORK left for it, no completion was reported), so a restart simply decides again,
+        and the error that stopped the run, if any, is not masked."""
+        try:
+            self.commit()
+        except (LeaseError, OSError) as exc:
+            log.warning("closing the master: its last decisions were not made durable: %s", exc)
+        finally:
+            self.journal.close()
 
     # -- DispatchWork ----------------------------------------------------------------------
 
@@ -553,6 +603,7 @@ class Master:
                 self._reject_dispatch(item, rank, taken, gen)
                 raise
             if self.trace is not None:
+                self.commit()  # a traced step is durable before its line (group of one)
                 self.trace.dispatch_work(work_id, rank, now, outcome.ok, outcome.refused, gen)
         return outcome
 
@@ -632,6 +683,7 @@ class Master:
                 gen = disp.generation if disp is not None else presented
                 outcome = self._settle(rank, result, disp, gen)
             if self.trace is not None:
+                self.commit()  # a traced step is durable before its line (group of one)
                 self.trace.deliver_result(
                     rank, work_id, reported, result.ok, now, outcome, presented
                 )
@@ -667,6 +719,7 @@ class Master:
                     self.counters.duplicate_completions += 1
                     log.error("work %s was completed twice", work_id)
                 self._seen_completed.add(work_id)
+                self._done.add(work_id)
                 self.counters.completed += 1
                 if task is not None:
                     state_ok = self._state(
@@ -777,6 +830,7 @@ class Master:
             if works or tasks:
                 self._dirty = True
             if self.trace is not None:
+                self.commit()  # a traced step is durable before its line (group of one)
                 self.trace.reclaim_expired(now, works)
         return works
 
@@ -795,10 +849,45 @@ class Master:
         done = self.journal.completed
         return [w for w in self.catalogue if w not in done and not self.given_up(w)]
 
+    def _finished_here(self, work_id: WorkId) -> bool:
+        return work_id in self._done or self.given_up(work_id)
+
+    def _pending(self, skip: set[WorkId]) -> Iterator[WorkId]:
+        """The unfinished work not in ``skip``, in catalogue order, read lazily from the queue:
+        a round that dispatches early reads only the queue's head, so a round costs what it
+        dispatches, not the catalogue's size (issue 19). Items finished for good (completed,
+        given up) are dropped from the head as they are met, and from the rest once 64 of them
+        were passed over in one read."""
+        order = self._order
+        while self._front < len(order) and self._finished_here(order[self._front]):
+            self._front += 1
+        passed = 0
+        i = self._front
+        while i < len(order):
+            w = order[i]
+            i += 1
+            if self._finished_here(w):
+                passed += 1
+                if passed == 64:
+                    self._order = order = order[: self._front] + [
+                        x for x in order[self._front :] if not self._finished_here(x)
+                    ]
+                    i = self._front
+                    passed = 0
+                continue
+            if w not in skip:
+                yield w
+
     @property
     def finished(self) -> bool:
         """Every catalogue item is completed (or given up) and no dispatch is active."""
-        return not self._slots and not self.unfinished()
+        if self._slots or next(self._pending(set()), None) is not None:
+            return False
+        exact = self.unfinished()
+        if exact:  # the journal completed fewer than this master saw: read it again
+            self._done = set(self.journal.completed)
+            self._order, self._front, self._dirty = list(self.catalogue), 0, True
+        return not exact
 
     def dispatch_pending(self, ranks: Iterable[Rank]) -> list[tuple[Rank, Work]]:
         """Give work to the idle ``ranks``; returns the (rank, WORK) messages to send.
@@ -806,8 +895,9 @@ class Master:
         Runs only when something changed since the last call (a result, a reclaim, a
         restart), so a refused candidate is not retried in a loop. Each rank with a free slot
         takes the first of its candidates (``self.candidates``'s; by default the pending items,
-        in catalogue order) whose transaction succeeds; a refused item stays pending and is not offered again in the same round. With
-        ``pipeline > 1`` the ranks are served round by round, one slot each per round.
+        in catalogue order) whose transaction succeeds; a refused item stays pending and is not
+        offered again in the same round. With ``pipeline > 1`` the ranks are served round by
+        round, one slot each per round.
         """
         if not self._dirty:
             return []
@@ -818,6 +908,8 @@ class Master:
         if not idle:
             return []
         busy = {d.work_id for _, d in self.dispatches()}
+        if self.candidates is pending_only:
+            return self._dispatch_in_order(idle, busy)
         pending = [w for w in self.unfinished() if w not in busy]
         if not pending:
             return []
@@ -834,6 +926,29 @@ class Master:
                     sends.append((rank, self.work_message(rank, work_id)))
                     break
                 refused.add(work_id)
+        return sends
+
+    def _dispatch_in_order(self, idle: list[Rank], busy: set[WorkId]) -> list[tuple[Rank, Work]]:
+        """``dispatch_pending`` with the default policy (``pending_only``), reading the pending
+        work lazily and once per round (``_pending``): the same offers in the same order (an
+        item tried in a round is never offered again in it, so each rank goes on where the
+        previous one stopped), without building the list of every pending item. An item whose
+        state task the coordinator holds leased now is passed over: its transaction would be
+        refused at ``lease_state`` after writing a lease and its undo to the journal."""
+        skip = set(busy)  # busy, taken or tried in this round
+        held = getattr(self.coordinator, "active_owner", None)
+        offers = self._pending(skip)
+        sends: list[tuple[Rank, Work]] = []
+        for rank in idle:
+            for work_id in offers:
+                skip.add(work_id)
+                if held is not None and held(self.catalogue[work_id].state_task_id) is not None:
+                    continue
+                if self.dispatch(work_id, rank).ok:
+                    sends.append((rank, self.work_message(rank, work_id)))
+                    break
+            else:
+                break  # nothing left to offer in this round
         return sends
 
     def summary(self) -> dict[str, Any]:

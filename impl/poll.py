@@ -114,15 +114,26 @@ def node_policy(comm: Any, mode: str = "auto") -> PollPolicy:
     return PollPolicy.of(mode, ranks_here > usable_cores())
 
 
+#: ``Improbe`` calls a check for a message already waiting makes before it answers None (the
+#: master drains its results so: MPICH often matches a message that has arrived only on the
+#: second call, as each call drives its progress engine once).
+READY_POLLS = 4
+#: The policy of such a check: ``receive(comm, source, 0.0, READY)`` polls ``READY_POLLS`` times.
+READY = PollPolicy("ready", 0.0, 0.0, 0.0, 0.0)
+
+
 def receive(comm: Any, source: int, timeout: float | None, policy: PollPolicy) -> Any:
     """``(message, status)`` of the next message from ``source`` (``MPI.ANY_SOURCE``: any), an
     ``MPI.Message`` to ``Recv``; None after ``timeout`` seconds (None: wait for ever)."""
     from mpi4py import MPI
 
     status = MPI.Status()
-    message = comm.improbe(source=source, tag=MPI.ANY_TAG, status=status)
-    if message is not None:
-        return message, status
+    for _ in range(READY_POLLS if policy is READY else 1):
+        message = comm.improbe(source=source, tag=MPI.ANY_TAG, status=status)
+        if message is not None:
+            return message, status
+    if policy is READY:
+        return None
     if timeout is None and policy.block:
         return comm.mprobe(source=source, tag=MPI.ANY_TAG, status=status), status
     start = time.monotonic()

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.master import Master, ResultOutcome
-from leasefence.impl.poll import PollPolicy, guess_policy, receive
+from leasefence.impl.poll import READY, PollPolicy, guess_policy, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
     FROM_WORKER,
@@ -201,6 +201,20 @@ class InProcessTransport:
             self.sent[env.source] += 1
         self.queue.append((due, env))
 
+    def ready(self) -> Envelope | None:
+        """A reply ready now (not one held beyond the clock), or None; never advances the
+        clock."""
+        now = self.clock() if self.clock is not None else None
+        ready = [
+            i
+            for i, (due, _) in enumerate(self.queue)
+            if due is None or (now is not None and due <= now)
+        ]
+        if not ready:
+            return None
+        pick = ready[self.pick(len(ready))] if self.pick is not None else ready[0]
+        return self.queue.pop(pick)[1]
+
     def receive(self, timeout: float) -> Envelope | None:
         now = self.clock() if self.clock is not None else None
         ready = [
@@ -266,6 +280,14 @@ class MpiTransport:
         from mpi4py import MPI
 
         return mpi_receive(self.comm, MPI.ANY_SOURCE, timeout, self.poll)
+
+    def ready(self) -> Envelope | None:
+        """A message already waiting, or None at once: a few ``Improbe`` calls without pause
+        (``poll.READY_POLLS``: MPICH may match a message that has arrived only on the second
+        call, each call driving its progress engine once)."""
+        from mpi4py import MPI
+
+        return mpi_receive(self.comm, MPI.ANY_SOURCE, 0.0, READY)
 
 
 # -- the pair ----------------------------------------------------------------------------------
@@ -335,9 +357,11 @@ def master_dispatch(
     ranks = transport.worker_ranks
     every = reclaim_every if reclaim_every is not None else max(master.ttl / 4, 0.01)
     last = master.clock()
+    ready: Callable[[], Envelope | None] = getattr(transport, "ready", lambda: None)
 
     def send_pending(m: Master) -> list[tuple[Rank, Work]]:
         sent = m.dispatch_pending(ranks)
+        m.commit()  # group commit: every decision so far durable before a WORK leaves
         for rank, work in sent:
             transport.send(rank, work)
             hooks.on_dispatch(m, rank, work)
@@ -358,14 +382,16 @@ def master_dispatch(
     master = pump()
     while not master.finished:
         env = transport.receive(poll)
-        if env is not None:
+        while env is not None:  # every result already waiting, decided in one group
             handle(env)
+            env = ready()
         now = master.clock()
         if now < last or now - last >= every:
             master.reclaim_expired()
             last = now
         master = pump()
         hooks.on_progress(master)
+    master.commit()
     for rank in ranks:
         transport.send(rank, Stop())
     waiting = set(ranks)

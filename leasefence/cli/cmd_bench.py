@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -53,6 +54,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="NAMES",
         help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all)",
     )
+    p.add_argument(
+        "--ranks",
+        type=int,
+        default=3,
+        metavar="N",
+        help="MPI processes of each dispatch job (mpiexec -n N, N >= 2; default 3)",
+    )
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
     p.add_argument(
         "--dir",
@@ -65,7 +73,11 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    report = run(Sizes.named(args.size), args.only, directory=args.dir)
+    if args.ranks < 2:
+        print(f"leasefence bench: --ranks must be at least 2, got {args.ranks}", file=sys.stderr)
+        return EXIT_ERROR
+    sizes = dataclasses.replace(Sizes.named(args.size), ranks=args.ranks)
+    report = run(sizes, args.only, directory=args.dir)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report.to_json(), indent=1) + "\n")

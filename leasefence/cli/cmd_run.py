@@ -139,11 +139,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pipeline",
         type=count,
-        default=1,
+        default=2,
         metavar="N",
         help=(
-            "dispatches one worker rank holds at once (default 1: F314's one active transaction "
-            "per rank); beyond 1 the leases are fenced by (rank, dispatch generation)"
+            "dispatches one worker rank holds at once (default 2: its next WORK is already there "
+            "when it answers; 1 is F314's one active transaction per rank); beyond 1 the leases "
+            "are fenced by (rank, dispatch generation)"
         ),
     )
     p.add_argument(
@@ -168,6 +169,16 @@ def configure(p: argparse.ArgumentParser) -> None:
             "block (a worker waiting for work blocks in MPI_Probe; MPICH spins there)"
         ),
     )
+    p.add_argument(
+        "--sync",
+        choices=("group", "always"),
+        default="group",
+        help=(
+            "when decisions become durable: group (default: the decisions of one loop turn share "
+            "one journal fsync and one coordinator fsync, made before any WORK leaves), or "
+            "always (each decision fsynced before the next)"
+        ),
+    )
     p.set_defaults(func=run)
 
 
@@ -189,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         fence=args.fence,
         max_invalid=args.max_invalid,
         poll=args.poll,
+        group_commit=args.sync == "group",
     )
     faults = FaultConfig(
         inject=Injection(

@@ -457,10 +457,11 @@ def test_a_restart_after_an_untraced_reclaim_needs_no_explanation_of_the_campaig
     assert interrupted_rejections(lines)[-1].startswith("UNEXPLAINED line 6")
 
 
-def test_depth_one_command_lines_are_unchanged_and_depth_two_adds_pipeline_and_fence() -> None:
+def test_every_command_line_names_its_depth_and_the_rank_fence_build_adds_its_fence() -> None:
     assert default_builds(1) == BUILDS == ("f314", "pre-fix")
     assert default_builds(2) == PIPELINE_BUILDS == ("f314", "rank-fence")
-    assert build_args("f314", 1) == build_args("pre-fix", 1) == []
+    # depth 1 explicit: the run's default depth is 2 since issue 19
+    assert build_args("f314", 1) == build_args("pre-fix", 1) == ["--pipeline", "1"]
     assert build_args("f314", 2) == ["--pipeline", "2"]
     assert build_args("rank-fence", 2) == ["--pipeline", "2", "--fence", "rank"]
     with pytest.raises(ValueError, match="unknown build"):

@@ -32,7 +32,11 @@ def _second_rank_after_a_dispatch(tmp_path: Path, policy: CandidatePolicy) -> tu
 def test_a_duplicate_candidate_is_offered_first_and_the_master_refuses_it(
     tmp_path: Path,
 ) -> None:
-    plain, plain_sent = _second_rank_after_a_dispatch(tmp_path / "plain", pending_only)
+    # The plain candidates through the policy path: ``pending_only`` itself takes the master's
+    # fast path, which passes over an item whose state task is leased instead of trying it.
+    plain, plain_sent = _second_rank_after_a_dispatch(
+        tmp_path / "plain", lambda pending, running: pending_only(pending, running)
+    )
     faulty, sent = _second_rank_after_a_dispatch(tmp_path / "dup", DuplicateCandidates(1.0, 0))
     assert sent == plain_sent  # the running item was refused; rank 2 got the same work
     assert faulty.counters.refused_leases == plain.counters.refused_leases + 1

@@ -17,6 +17,7 @@ from leasefence.harness.faults import Injection, RestartFault, WorkerFaults, in_
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import WorkLeaseJournal
 from leasefence.impl.master import DISPATCH_STEPS, Master, RankBusy, Reservations
+from leasefence.impl.master import pending_only as master_pending_only
 from leasefence.impl.trace import TraceWriter, read_trace
 from leasefence.impl.transport import (
     InProcessTransport,
@@ -368,9 +369,10 @@ def test_a_restarted_master_refuses_results_from_before_and_redispatches_unfinis
     assert not late.work_ok
     assert not late.state_ok
     sends = m2.dispatch_pending([R1, R2])
-    # Both leases were reclaimed at restart; W2 waits because W1 holds their state task s1.
+    # Both leases were reclaimed at restart; W2 waits because W1 holds their state task s1: it
+    # is passed over without a transaction (which would be refused at lease_state).
     assert [(r, w.work_id) for r, w in sends] == [(R1, W1), (R2, W3)]
-    assert m2.counters.refused_leases == 1
+    assert m2.counters.refused_leases == 0
     assert m2.counters.duplicate_completions == 0
     m2.close()
     trace.close()
@@ -624,3 +626,70 @@ def test_generation_fencing_without_a_snapshot_is_refused(tmp_path: Path) -> Non
     # Without a snapshot the epoch never moves, so a generation could repeat after a restart.
     with pytest.raises(ValueError, match="generation fencing needs a snapshot path"):
         Master.open(tmp_path / "j.jsonl", None, generate(2, 0), ttl=TTL, pipeline=2)
+
+
+def _dispatched(
+    tmp_path: Path, policy: Any, pipeline: int, group: bool
+) -> tuple[Master, list[tuple[int, str]]]:
+    """A whole in-process run of 40 generated items over three ranks; every (rank, work) sent."""
+    items = generate(40, 7)
+    tmp_path.mkdir()
+    sent: list[tuple[int, str]] = []
+
+    class Log(InProcessTransport):
+        def send(self, rank: Rank, msg: Any) -> None:
+            if isinstance(msg, Work):
+                sent.append((int(rank), msg.work_id))
+            super().send(rank, msg)
+
+    m = Master.open(
+        tmp_path / "j.jsonl",
+        tmp_path / "s.json",
+        items,
+        ttl=TTL,
+        clock=ManualClock(),
+        candidates=policy,
+        pipeline=pipeline,
+        group_commit=group,
+    )
+    m = master_dispatch(m, Log(trivial_worker, (1, 2, 3)))
+    m.close()
+    return m, sent
+
+
+@pytest.mark.parametrize("pipeline", [1, 2])
+def test_the_in_order_fast_path_sends_what_the_candidate_policy_path_sends_without_refusals(
+    tmp_path: Path, pipeline: int
+) -> None:
+    # ``pending_only`` takes the lazy fast path; an equal function takes the policy path, which
+    # tries (and has refused at lease_state) the items whose state task is leased.
+    fast, fast_sent = _dispatched(tmp_path / "fast", master_pending_only, pipeline, True)
+    slow, slow_sent = _dispatched(
+        tmp_path / "slow", lambda p, r: master_pending_only(p, r), pipeline, True
+    )
+    assert fast_sent == slow_sent
+    assert len(fast_sent) == 40
+    assert slow.counters.refused_leases > 0
+    assert fast.counters.refused_leases == 0
+    assert fast.counters.completed == slow.counters.completed == 40
+
+
+def test_group_commit_and_per_decision_sync_make_the_same_run_and_the_same_files(
+    tmp_path: Path,
+) -> None:
+    _, group_sent = _dispatched(tmp_path / "group", master_pending_only, 2, True)
+    _, always_sent = _dispatched(tmp_path / "always", master_pending_only, 2, False)
+    assert group_sent == always_sent
+    for name in ("j.jsonl", "s.json"):
+        assert (tmp_path / "group" / name).stat().st_size > 0
+    reopened = [
+        WorkLeaseJournal.open_readonly(tmp_path / d / "j.jsonl") for d in ("group", "always")
+    ]
+    assert reopened[0].completed == reopened[1].completed
+    assert len(reopened[0].completed) == 40
+    # the same records, fewer lines: a turn's records share one batch line
+    assert reopened[0].record_count == reopened[1].record_count
+    lines = [len((tmp_path / d / "j.jsonl").read_bytes().splitlines()) for d in ("group", "always")]
+    assert lines[0] < lines[1]
+    for j in reopened:
+        j.close()

@@ -18,7 +18,7 @@ Benchmarks (``BENCHMARKS``):
                   ``--full``): flat means the cost per item does not grow with the run.
 ``dispatch``      master round trips per second against a bare mpi4py loop and
                   ``MPIPoolExecutor``, and pipeline depth 2 against depth 1 (issue 12): short
-                  ``mpiexec -n 3`` jobs of ``mpi_job``.
+                  ``mpiexec -n 3`` jobs of ``mpi_job`` (``--ranks N``: ``-n N``).
 ``verification``  the model checker's states per second against TLC's on the same bounds;
                   conformance steps per second.
 ``trace``         ``trace check`` steps per second on synthesized runs of 10³, 10⁴, 10⁵ items.

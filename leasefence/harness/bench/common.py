@@ -38,6 +38,7 @@ class Sizes:
     conformance_examples: int
     tlc_repeats: int
     scale: tuple[int, ...] = (1_000, 3_000)  # work items per in-process master run (``scale``)
+    ranks: int = 3  # MPI processes of each dispatch job (``leasefence bench --ranks``)
 
     @classmethod
     def named(cls, name: str) -> Sizes:

@@ -1,4 +1,4 @@
-"""The ``dispatch`` benchmark's driver: one short ``mpiexec -n 3`` job of ``mpi_job`` per contender and repetition, interleaved."""
+"""The ``dispatch`` benchmark's driver: one short ``mpiexec -n 3`` job (``--ranks``) of ``mpi_job`` per contender and repetition, interleaved."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
         n = sizes.durable_tasks if name in ("master-always", "master-group") else sizes.tasks
 
         def run(rep: int) -> float:
-            doc = _dispatch_job(name, n, where)
+            doc = _dispatch_job(name, n, where, ranks=sizes.ranks)
             rate = float(doc["rate"])
             if "max_in_flight_per_rank" in doc:
                 docs.setdefault(name, []).append(doc)
@@ -115,7 +115,7 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
         f"depth 2: {depth('master-depth2')})"
     )
     return {
-        "ranks": 3,
+        "ranks": sizes.ranks,
         "tasks": sizes.tasks,
         "durable_tasks": sizes.durable_tasks,
         "runs": runs,

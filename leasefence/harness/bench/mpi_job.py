@@ -13,15 +13,12 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
 
 ``master-always``  ``Master.open`` on a journal and snapshot in a temporary directory: fencing,
                    the dispatch transaction, a journal fsync per record and a coordinator
-                   record appended and fsynced on every change (the real ``leasefence run``
-                   setting).
-``master-group``   the same master over ``WorkLeaseJournal(sync="group")`` and a coordinator with
-                   ``autosave=False``, driven through ``GroupCommitTransport``: before any WORK
-                   leaves, the pending journal records are committed (one fsync) and the
-                   coordinator's changes appended to its log (one fsync); results already
-                   waiting are handled first, so the syncs
-                   of results arriving together are shared. (The master has no group-commit
-                   path of its own; this composition is what one would do.)
+                   record appended and fsynced on every change (``leasefence run --sync
+                   always``).
+``master-group``   ``Master.open(..., group_commit=True)`` at ``leasefence run``'s default depth
+                   (2), its defaults since issue 19: ``master_dispatch`` decides on every result
+                   already waiting, then commits the journal (one write, one fsync) and the
+                   coordinator (one append, one fsync) before any WORK of that turn leaves.
 ``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
                    the master's logic and the MPI loop, no disk (benchmark-only).
 ``master-depth1``  ``master-memory`` with generation fencing (``fence="generation"``), still
@@ -59,7 +56,7 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter, deque
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -93,75 +90,11 @@ def trivial(x: int) -> int:
 # -- the master contenders ---------------------------------------------------------------------
 
 
-class GroupCommitTransport:
-    """``MpiTransport`` that makes every decision durable once per batch, before a WORK leaves.
-
-    ``send`` only queues. ``receive`` first hands out results already waiting (drained with a
-    non-blocking probe), so the master decides on all of them; when none is left it commits
-    (journal: one write and one fsync for every pending record; coordinator: the same for its
-    log) and only then sends the queued messages, and polls for more.
-    """
-
-    def __init__(self, comm: Any, commit: Any, poll: Any) -> None:
-        from leasefence.impl.transport import MpiTransport
-
-        self.inner = MpiTransport(comm, poll)
-        self.comm = comm
-        self.commit = commit
-        self.ready: deque[Any] = deque()
-        self.outbox: list[tuple[Any, Any]] = []
-        self.commits = 0
-
-    @property
-    def worker_ranks(self) -> Any:
-        return self.inner.worker_ranks
-
-    def send(self, rank: Any, msg: Any) -> None:
-        self.outbox.append((rank, msg))
-
-    def _drain(self) -> None:
-        while (env := self.inner.receive(0.0)) is not None:
-            self.ready.append(env)
-
-    def flush(self) -> None:
-        if self.outbox or self.commit.pending():
-            self.commit()
-            self.commits += 1
-        for rank, msg in self.outbox:
-            self.inner.send(rank, msg)
-        self.outbox.clear()
-
-    def receive(self, timeout: float) -> Any:
-        self._drain()
-        if self.ready:
-            return self.ready.popleft()
-        self.flush()
-        env = self.inner.receive(timeout)
-        if env is not None:
-            self._drain()
-        return env
-
-
-class _Commit:
-    """Commit the journal's pending records (one fsync) and the coordinator's (one append, one
-    fsync)."""
-
-    def __init__(self, journal: Any, coordinator: Any) -> None:
-        self.journal = journal
-        self.coordinator = coordinator
-
-    def pending(self) -> bool:
-        return bool(self.journal.pending) or self.coordinator.pending()
-
-    def __call__(self) -> None:
-        self.journal.commit()
-        self.coordinator.commit()
-
-
-def master_job(comm: Any, contender: str, tasks: int, out: Path, poll: Any) -> None:
+def master_job(
+    comm: Any, contender: str, tasks: int, out: Path, poll: Any, pipeline: int | None = None
+) -> None:
     from leasefence.harness.bench.memory_journal import MemoryJournal
     from leasefence.impl.coordinator import StateShardCoordinator
-    from leasefence.impl.journal import WorkLeaseJournal
     from leasefence.impl.master import Master, StepClock
     from leasefence.impl.transport import DispatchHooks, MpiTransport, master_dispatch
     from leasefence.impl.workload import generate
@@ -172,15 +105,18 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path, poll: Any) -> N
         snapshot = Path(tmp) / "snapshot.json"
         transport: Any
         if contender == "master-always":
-            master = Master.open(journal_path, snapshot, catalogue, ttl=3600.0)
+            master = Master.open(
+                journal_path, snapshot, catalogue, ttl=3600.0, pipeline=pipeline or 1
+            )
             transport = MpiTransport(comm, poll)
         elif contender == "master-group":
-            clock = StepClock()
-            journal = WorkLeaseJournal(journal_path, clock=clock, sync="group")
-            coordinator = StateShardCoordinator(snapshot, clock=clock, autosave=False)
-            coordinator.commit()
-            master = Master(journal, coordinator, catalogue, ttl=3600.0, clock=clock)
-            transport = GroupCommitTransport(comm, _Commit(journal, coordinator), poll)
+            from leasefence.impl.mpirun import RunConfig
+
+            master = Master.open(
+                journal_path, snapshot, catalogue, ttl=3600.0, group_commit=True,
+                pipeline=pipeline or RunConfig().pipeline,
+            )  # fmt: skip
+            transport = MpiTransport(comm, poll)
         else:
             pipeline, fence = MEMORY_MASTERS[contender]
             clock = StepClock()
@@ -228,8 +164,6 @@ def master_job(comm: Any, contender: str, tasks: int, out: Path, poll: Any) -> N
         "stale_results": master.counters.stale_results,
         "duplicate_completions": master.counters.duplicate_completions,
     }
-    if isinstance(transport, GroupCommitTransport):
-        extra["commits"] = transport.commits
     report(out, contender, timed, seconds, **extra)
 
 
@@ -331,6 +265,9 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=300)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--poll", default="auto", help="master contenders: leasefence run's --poll")
+    p.add_argument(
+        "--pipeline", type=int, default=None, help="durable master contenders: the pipeline depth"
+    )
     args = p.parse_args()
     comm = MPI.COMM_WORLD
     if args.contender == "pool":
@@ -344,7 +281,7 @@ def main() -> None:
 
         policy = node_policy(comm, args.poll)  # collective, before the ranks part
         if rank == 0:
-            master_job(comm, args.contender, args.tasks, args.out, policy)
+            master_job(comm, args.contender, args.tasks, args.out, policy, args.pipeline)
         else:
             master_worker(comm, policy)
     else:

@@ -88,12 +88,13 @@ def default_builds(pipeline: int) -> tuple[str, ...]:
 
 
 def build_args(build: str, pipeline: int) -> list[str]:
-    """The ``leasefence run`` flags that make ``build`` at ``pipeline`` depth: none at depth 1
-    (today's command lines), ``--pipeline N`` beyond (the fence is then the generation, the
-    run's default), and ``--fence rank`` for the ``rank-fence`` build."""
+    """The ``leasefence run`` flags that make ``build`` at ``pipeline`` depth: ``--pipeline N``
+    always (the run's default depth is 2 since issue 19; at depth 1 the fence is the rank,
+    F314's, beyond it the generation, the run's default), and ``--fence rank`` for the
+    ``rank-fence`` build."""
     if build not in ALL_BUILDS:
         raise ValueError(f"unknown build {build!r}; known: {', '.join(ALL_BUILDS)}")
-    args = ["--pipeline", str(pipeline)] if pipeline != 1 else []
+    args = ["--pipeline", str(pipeline)]
     return args + (["--fence", "rank"] if build == "rank-fence" else [])
 
 

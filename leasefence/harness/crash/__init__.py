@@ -51,6 +51,13 @@ Family ``power`` (``runner.check_power``, ``disk``)
     tails are lost, renames not yet made durable by a directory fsync may be undone, and
     writes are torn or reach the disk in pieces. States are deduplicated before reopening.
 
+Family ``master`` (``master.check_master``, issue 19)
+    The group-commit master itself (``Master.open(..., group_commit=True)`` and
+    ``master_dispatch`` over an in-process transport), killed at every file call and cut by
+    power loss under every model: every WORK it sent must find its leases on disk, every
+    completion it told must be in the journal and booked by the coordinator. One workload per
+    round (``master-<items>-d<depth>-s<seed>``).
+
 The figures and violations of a run are a ``report.Report``; ``runner.run`` and
 ``runner.replay`` are the entry points, ``layer`` the row of ``leasefence verify``.
 """

@@ -22,6 +22,9 @@ from leasefence.harness.crash.disk import (
     power_disk,
     power_points,
 )
+from leasefence.harness.crash.master import check_master
+from leasefence.harness.crash.master import parse_spec as parse_master_spec
+from leasefence.harness.crash.master import spec as master_spec
 from leasefence.harness.crash.oracle import History, Outcome, check_directory, describe, history
 from leasefence.harness.crash.report import MAX_KEPT, Report, Violation
 from leasefence.harness.crash.workloads import Workload, make_workload, workloads_for_round
@@ -199,6 +202,15 @@ def run(
                     check_kill(w, report, scratch, progress)
                 if power:
                     check_power(w, report, scratch, progress, models=models)
+            if r < kill_rounds or power:
+                # the group-commit master (issue 19), a new seed and depth 1 or 2 each round
+                items, depth = max(3, min(size // 4, 9)), 1 + r % 2
+                check_master(
+                    report, scratch, items, depth, seed + r, kill=r < kill_rounds, power=power,
+                    models=models,
+                )  # fmt: skip
+                if progress:
+                    progress(f"master {master_spec(items, depth, seed + r)}: done")
             if progress:
                 progress(
                     f"round {r}: {report.points:,}/{points:,} crash points, "
@@ -216,6 +228,8 @@ def replay(spec: str, progress: Progress | None = None) -> Report:
     (``<cut>``: ``-`` model whole, a byte count model torn, ``s<hex mask>`` model sectors)."""
     family, rest = spec.split(":", 1)
     workload, point = rest.rsplit(":", 1)
+    if family == "master":
+        return _replay_master(workload, point)
     w = make_workload(workload)
     report = Report(seed=w.seed, workloads=[w.spec])
     scratch = _scratch_root()
@@ -233,6 +247,20 @@ def replay(spec: str, progress: Progress | None = None) -> Report:
     if progress:
         for line in describe(w).splitlines():
             progress(line)
+    return report
+
+
+def _replay_master(workload: str, point: str) -> Report:
+    """One crash point of family ``master`` again (``<k>`` of kill, a power point otherwise)."""
+    items, depth, seed = parse_master_spec(workload)
+    report = Report(seed=seed)
+    scratch = _scratch_root()
+    start = time.perf_counter()
+    try:
+        check_master(report, scratch, items, depth, seed, only=point)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report.seconds = time.perf_counter() - start
     return report
 
 

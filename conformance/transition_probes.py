@@ -14,8 +14,10 @@ fencing), not at every arrival.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -259,7 +261,7 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
             JournalCorrupt,
         ),
     ]
-    if lines:
+    if lines and lines[-1].endswith(b"\n"):  # the last line whole (no torn tail)
         last = lines[-1]
         flipped = (
             last.replace(b'"crc":"', b'"crc":"0', 1)
@@ -285,6 +287,7 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
                 snap + b'{"op":"void","tasks":["t"],"crc":"00000000"}\n',
                 True,
             ),
+            *_hostile_snapshots(snap),
         ]
         for name, content, expect in snapshot_cases:
             scopy.write_bytes(content)
@@ -296,3 +299,57 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
             )
             n += 1
     return n
+
+
+def checksummed(doc: dict[str, object]) -> bytes:
+    """A coordinator log line as docs/coordinator-format.md says it (written here from the
+    document, not with the implementation's encoder): the record with ``crc``, the CRC32 of
+    its canonical JSON (keys sorted, no spaces)."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
+    return json.dumps({**doc, "crc": f"{zlib.crc32(canonical):08x}"}).encode("ascii") + b"\n"
+
+
+def _hostile_snapshots(snap: bytes) -> list[tuple[str, bytes, Expect]]:
+    """Snapshots refused by name: a bad log record followed by a good one (an empty void), and
+    checkpoints that are not one."""
+    good = checksummed({"op": "void", "tasks": []})
+    lease = {"op": "lease", "task": "t-probe", "owner": 1, "updated": 1.0, "epoch": 1}
+    bad_records: list[tuple[str, bytes]] = [
+        ("bad checksum", b'{"op":"void","tasks":[],"crc":"00000000"}\n'),
+        ("no checksum", b'{"op":"void","tasks":[]}\n'),
+        ("not JSON", b'{"op":\n'),
+        ("an empty line", b" \n"),
+        ("unknown op", checksummed({"op": "grow", "tasks": []})),
+        ("unknown key", checksummed({"op": "void", "tasks": [], "why": 1})),
+        ("free without a lease", checksummed({"op": "free", "task": "t-none", "stats": {}})),
+        ("void without a lease", checksummed({"op": "void", "tasks": ["t-none"]})),
+        ("lease of another epoch", checksummed({**lease, "epoch": 10**6})),
+        ("lease with a bad generation", checksummed({**lease, "generation": [1]})),
+        ("lease with an empty task", checksummed({**lease, "task": ""})),
+        ("batch of one", checksummed({"op": "batch", "records": [json.loads(good)]})),
+        (
+            "batch in a batch",
+            checksummed({"op": "batch", "records": [json.loads(good)] * 2 + [{"op": "batch"}]}),
+        ),
+    ]
+    cases: list[tuple[str, bytes, Expect]] = [
+        (f"{name} mid-log", snap + bad + good, SnapshotError) for name, bad in bad_records
+    ]
+    cases += [
+        ("not UTF-8", b"\xff\xfe{}\n", SnapshotError),
+        ("blank", b"  \n", SnapshotError),
+        ("a list", b"[]\n", SnapshotError),
+        ("data after the checkpoint", snap.replace(b"\n}\n", b"\n} 1\n", 1), SnapshotError),
+        ("another schema", snap.replace(b'"schema": 1', b'"schema": 99', 1), SnapshotError),
+        ("another clock", snap.replace(b'"clock": "unix"', b'"clock": "mono"', 1), SnapshotError),
+        ("negative epoch", snap.replace(b'"epoch": ', b'"epoch": -', 1), SnapshotError),
+    ]
+    return cases
+
+
+def torn_restart(m: SystemMachine) -> None:
+    """RestartMaster as a crash in the middle of appending a lease record nobody acknowledged:
+    half of it reaches the journal, then the master restarts (the model's RestartMaster)."""
+    work, worker = m.BOUNDS.task_of[0][0], m.BOUNDS.ranks[0]
+    record = m.would_be_record(work, worker)
+    m.do_torn_tail(work, worker, len(record) // 2)

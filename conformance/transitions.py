@@ -22,9 +22,11 @@ The graph is built with the catalogue's work IDs in place of the model checker's
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pickle
+import signal
 import time
 import traceback
 from collections.abc import Callable
@@ -34,7 +36,7 @@ from typing import Any, TypeVar, cast
 
 from leasefence.conformance.machines.system import MEMORY_DIR, SystemMachine, bounded
 from leasefence.conformance.scenarios import MODEL_NAMES, WORK_NAMES, bounds_doc
-from leasefence.conformance.transition_probes import kind, probe
+from leasefence.conformance.transition_probes import kind, probe, torn_restart
 from leasefence.model.check import format_label, reachable
 from leasefence.model.state import State
 from leasefence.model.system import Bounds, Label
@@ -195,6 +197,7 @@ def _call(m: SystemMachine, label: Label) -> None:
         "Reboot": m.do_reboot,
         "CompactJournal": m.do_compact_journal,
         "LegacyRecord": lambda: m.do_legacy_record(a[0], a[1]),
+        "TornTail": lambda: torn_restart(m),
     }
     steps[name]()
 
@@ -211,7 +214,9 @@ def run_path(
     were already checked on both sides (an invariant is a function of the state, and each step
     has compared the mapped implementation state equal to the model's, which is the graph's):
     each is checked once per replay, not at every arrival. ``probed``: with it, the refusal
-    probes (``conformance.transition_probes``) run at each state of a kind not in it."""
+    probes (``conformance.transition_probes``) run at each state of a kind not in it, and the
+    first RestartMaster from each kind is driven as a crash in the middle of an append
+    (``TornTail``: the same model step, the journal left with a torn last line)."""
     checked = set() if checked is None else checked
     m = machine(start=0)
     done = 0
@@ -222,6 +227,11 @@ def run_path(
             checked.add(0)
         for e in path:
             _, label, t = g.edges[e]
+            if probed is not None and label[0] == "RestartMaster":
+                torn = ("torn tail before", kind(m))
+                if torn not in probed:
+                    probed.add(torn)
+                    label = ("TornTail", ())
             _call(m, label)
             if m.m != g.states[t]:
                 raise AssertionError(
@@ -343,6 +353,7 @@ def in_processes(jobs: int, work: Callable[[int], T]) -> list[T]:
         pid = os.fork()
         if pid == 0:  # the child: compute, send, leave without running this process's exit code
             os.close(read)
+            _die_with_parent()
             try:
                 try:
                     data = pickle.dumps((True, work(k)))
@@ -364,6 +375,16 @@ def in_processes(jobs: int, work: Callable[[int], T]) -> list[T]:
     if errors:
         raise RuntimeError("a replay process failed:\n" + "\n".join(errors))
     return [cast(T, a) for _, a in answers]
+
+
+def _die_with_parent() -> None:
+    """Linux: this process is killed when its parent dies (a replay stopped by a timeout leaves
+    no process running on); elsewhere nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def jobs_available() -> int:

@@ -138,6 +138,10 @@ def _coordinator_probes(
                     partial(c.complete, t, r, reward=1, generation=other),
                 )
                 yield Probe(
+                    f"coordinator.abandon({t}, another generation)",
+                    partial(c.abandon, t, r, cost=1, generation=other),
+                )
+                yield Probe(
                     f"coordinator.discard({t}, another generation)", partial(c.discard, t, r, ALIEN)
                 )
                 continue

@@ -45,6 +45,8 @@ with ``completions + failures > 0``; amounts are whole numbers on both sides.
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -319,24 +321,58 @@ def persisted_coordinator(path: Path, legacy: list[str]) -> dict[str, object]:
 
 def legacy_copies(path: Path) -> list[str]:
     """The names of the legacy copies beside the snapshot at ``path`` (``<name>.legacy*``)."""
-    return sorted(p.name for p in path.parent.glob(path.name + ".legacy*"))
+    prefix = path.name + ".legacy"
+    return sorted(n for n in os.listdir(path.parent) if n.startswith(prefix))
 
 
-def persisted_differences(m: Master, legacy: list[str] | None = None) -> list[str]:
+#: A fresh read's fields by the bytes read (``persisted_differences(reads=...)``): a read is a
+#: function of the file's bytes, so a run that meets the same bytes again may reuse it.
+Reads = dict[tuple[str, bytes], dict[str, object]]
+
+
+def _read(
+    reads: Reads | None, kind: str, path: Path, fresh: Callable[[], dict[str, object]]
+) -> dict[str, object]:
+    if reads is None:
+        return fresh()
+    key = (kind, path.read_bytes())
+    found = reads.get(key)
+    if found is None:
+        if len(reads) >= READS_KEPT:
+            reads.clear()
+        found = reads[key] = fresh()
+    return found
+
+
+#: How many reads a ``Reads`` memo keeps before it starts afresh (its memory stays bounded).
+READS_KEPT = 50_000
+
+
+def persisted_differences(
+    m: Master, legacy: list[str] | None = None, reads: Reads | None = None
+) -> list[str]:
     """Where what the master's journal and coordinator files hold differs from the objects in
     memory (every persisted field, ``journal_fields`` and ``coordinator_fields``): ``legacy``
-    are the legacy copies expected beside the snapshot (default: none)."""
+    are the legacy copies expected beside the snapshot (default: none). With ``reads`` a file
+    whose bytes were read before is not parsed again (the memo's fields are a fresh read of
+    the same bytes)."""
     journal, coordinator = m.journal, m.coordinator
     if not isinstance(journal, WorkLeaseJournal) or not isinstance(
         coordinator, StateShardCoordinator
     ):
         raise TypeError("a master over a WorkLeaseJournal and a coordinator persists files")
-    pairs = [("journal", journal_fields(journal), persisted_journal(journal.path))]
+    jpath = journal.path
+    disk = _read(reads, "journal", jpath, lambda: persisted_journal(jpath))
+    pairs = [("journal", journal_fields(journal), disk)]
     path = coordinator.snapshot_path
     if path is not None:
         memory = coordinator_fields(coordinator)
+        copies = memory["legacy copies"]
         memory["legacy copies"] = legacy or []
-        pairs.append(("snapshot", memory, persisted_coordinator(path, legacy_copies(path))))
+        spath = path
+        snapshot = dict(_read(reads, "snapshot", spath, lambda: persisted_coordinator(spath, [])))
+        snapshot["legacy copies"] = copies
+        pairs.append(("snapshot", memory, snapshot))
     return [
         f"{name} {key}: memory {mem[key]!r}, disk {disk[key]!r}"
         for name, mem, disk in pairs

@@ -22,16 +22,21 @@ The graph is built with the catalogue's work IDs in place of the model checker's
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import pickle
+import signal
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from leasefence.conformance.machines.system import MEMORY_DIR, SystemMachine, bounded
 from leasefence.conformance.scenarios import MODEL_NAMES, WORK_NAMES, bounds_doc
+from leasefence.conformance.transition_probes import kind, probe, torn_restart
 from leasefence.model.check import format_label, reachable
 from leasefence.model.state import State
 from leasefence.model.system import Bounds, Label
@@ -192,27 +197,53 @@ def _call(m: SystemMachine, label: Label) -> None:
         "Reboot": m.do_reboot,
         "CompactJournal": m.do_compact_journal,
         "LegacyRecord": lambda: m.do_legacy_record(a[0], a[1]),
+        "TornTail": lambda: torn_restart(m),
     }
     steps[name]()
 
 
-def run_path(g: Graph, path: list[int], machine: type[SystemMachine]) -> int:
+def run_path(
+    g: Graph,
+    path: list[int],
+    machine: type[SystemMachine],
+    checked: set[int] | None = None,
+    probed: set[object] | None = None,
+) -> int:
     """Replay ``path`` from Init; returns how many of its edges were driven (all, or the index
-    of the failing one, whose error is raised)."""
+    of the failing one, whose error is raised). ``checked``: the graph states whose invariants
+    were already checked on both sides (an invariant is a function of the state, and each step
+    has compared the mapped implementation state equal to the model's, which is the graph's):
+    each is checked once per replay, not at every arrival. ``probed``: with it, the refusal
+    probes (``conformance.transition_probes``) run at each state of a kind not in it, and the
+    first RestartMaster from each kind is driven as a crash in the middle of an append
+    (``TornTail``: the same model step, the journal left with a torn last line)."""
+    checked = set() if checked is None else checked
     m = machine(start=0)
     done = 0
     try:
         m.do_open(None)
-        m.check_invariants_now()
+        if 0 not in checked:
+            m.check_invariants_now()
+            checked.add(0)
         for e in path:
             _, label, t = g.edges[e]
+            if probed is not None and label[0] == "RestartMaster":
+                torn = ("torn tail before", kind(m))
+                if torn not in probed:
+                    probed.add(torn)
+                    label = ("TornTail", ())
             _call(m, label)
-            m.check_invariants_now()
             if m.m != g.states[t]:
                 raise AssertionError(
                     f"{format_label(label)} led the machine's model to {m.m!r}, "
                     f"the graph's to {g.states[t]!r}"
                 )
+            if t not in checked:
+                m.check_invariants_now()
+                checked.add(t)
+            if probed is not None and (k := kind(m)) not in probed:
+                probe(m)
+                probed.add(k)
             done += 1
     finally:
         m.teardown()  # validates the run's trace
@@ -245,36 +276,120 @@ def replay(
     bounds: Bounds,
     save: Path | None = None,
     machine: type[SystemMachine] | None = None,
-    progress: Callable[[Result], None] | None = None,
+    jobs: int = 1,
+    probes: bool = False,
 ) -> Result:
     """Drive every edge of the graph under ``bounds`` through the implementation.
 
     ``machine`` (default: the system machine at these bounds) is what runs the paths (a test
-    passes one with a planted bug). A failing path is shrunk to the shortest path to its
-    failing edge, run again to confirm, and saved under ``save`` as a scenario file."""
+    passes one with a planted bug). ``jobs`` processes share the paths (forked once each after
+    the graph is built; path ``i`` runs in process ``i % jobs``, each stopping at its first
+    failure): the outcome is the same for every ``jobs``, only the failure reported may be
+    another of the same bug. With ``probes`` the refusal probes run at each kind of state
+    reached (``conformance.transition_probes``). A failing path is shrunk to the shortest path to its failing
+    edge, run again to confirm, and saved under ``save`` as a scenario file."""
     t0 = time.perf_counter()
     g = graph(bounds)
     machine = machine or bounded(SystemMachine, g.bounds, workdir())
     result = Result(g.bounds, len(g.states), len(g.edges), g.self_loops)
+    paths = cover(g)
+    runner = machine
+
+    def share(k: int) -> Outcomes:
+        return _run_share(g, paths, runner, range(k, len(paths), jobs), probes)
+
+    outcomes = [share(0)] if jobs <= 1 else in_processes(jobs, share)
+    done = [0] * len(paths)
+    failed: list[tuple[int, str]] = []
+    for ran, failure in outcomes:
+        for i, n in ran:
+            done[i] = n
+        if failure is not None:
+            failed.append(failure)
     driven = [False] * len(g.edges)
-    for path in cover(g):
-        result.paths += 1
-        done = 0
-        try:
-            done = run_path(g, path, machine)
-        except AssertionError as error:
-            at = _failed_at(g, path, machine)
-            result.failures.append(_shrink(g, path[: at + 1], machine, str(error), save))
-            break
-        finally:
-            result.steps += len(path)
-            for e in path[:done]:
-                driven[e] = True
-        if progress is not None:
-            progress(result)
+    for i, n in enumerate(done):
+        for e in paths[i][:n]:
+            driven[e] = True
+    result.paths = sum(len(ran) for ran, _ in outcomes) + len(failed)
+    result.steps = sum(len(paths[i]) for ran, _ in outcomes for i, _ in ran)
+    if failed:
+        i, error = min(failed)
+        result.steps += sum(len(paths[j]) for j, _ in failed)
+        at = _failed_at(g, paths[i], machine)
+        result.failures.append(_shrink(g, paths[i][: at + 1], machine, error, save))
     result.covered = sum(driven)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+#: What one process's share of the paths gave: ``(path, edges driven)`` for each path run
+#: whole, and the first failing path with its error (the share stops there).
+Outcomes = tuple[list[tuple[int, int]], tuple[int, str] | None]
+
+
+def _run_share(
+    g: Graph, paths: list[list[int]], machine: type[SystemMachine], share: range, probes: bool
+) -> Outcomes:
+    checked: set[int] = set()
+    probed: set[object] | None = set() if probes else None
+    ran: list[tuple[int, int]] = []
+    for i in share:
+        try:
+            ran.append((i, run_path(g, paths[i], machine, checked, probed)))
+        except AssertionError as error:
+            return ran, (i, str(error))
+    return ran, None
+
+
+T = TypeVar("T")
+
+
+def in_processes(jobs: int, work: Callable[[int], T]) -> list[T]:
+    """``[work(0), .., work(jobs - 1)]``, each computed in a process forked from this one (so
+    ``work`` sees this process's memory as it is now); an exception in one is raised here."""
+    children = []
+    for k in range(jobs):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: compute, send, leave without running this process's exit code
+            os.close(read)
+            _die_with_parent()
+            try:
+                try:
+                    data = pickle.dumps((True, work(k)))
+                except BaseException as error:
+                    data = pickle.dumps((False, f"{error!r}\n{traceback.format_exc()}"))
+                with os.fdopen(write, "wb") as fh:
+                    fh.write(data)
+            finally:
+                os._exit(0)
+        os.close(write)
+        children.append((pid, read))
+    answers = []
+    for pid, read in children:
+        with os.fdopen(read, "rb") as fh:
+            data = fh.read()
+        os.waitpid(pid, 0)
+        answers.append(pickle.loads(data) if data else (False, "the process sent nothing"))
+    errors = [str(a) for ok, a in answers if not ok]
+    if errors:
+        raise RuntimeError("a replay process failed:\n" + "\n".join(errors))
+    return [cast(T, a) for _, a in answers]
+
+
+def _die_with_parent() -> None:
+    """Linux: this process is killed when its parent dies (a replay stopped by a timeout leaves
+    no process running on); elsewhere nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def jobs_available() -> int:
+    """How many processes a replay may use: the CPUs this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 def _failed_at(g: Graph, path: list[int], machine: type[SystemMachine]) -> int:

@@ -60,6 +60,10 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.rolled_back = False
         self.log: list[dict[str, Any]] = []
         self.last: object = None
+        #: The implementation's mapped state as the last ``compare`` found it equal to the
+        #: model's (nothing changes the implementation between steps): the next step's "before"
+        #: and the invariants reuse it instead of mapping the same objects again.
+        self.mapped: State | None = None
         COVERAGE.runs[self.NAME] += 1
 
     # -- to be provided by each machine ---------------------------------------------------
@@ -99,7 +103,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         COVERAGE.rule(self.NAME, action)
         self.log.append({"action": action, "args": list(args)})
         try:
-            before_m, before_i = self.m, self.impl_state()
+            before_m, before_i = self.m, self.mapped_now()
+            self.mapped = None
             want = model()
             got = impl()
             if got != want:
@@ -107,7 +112,7 @@ class ConformanceMachine(RuleBasedStateMachine):
                     f"{action}{args}: the implementation returned {got!r}, the model {want!r}"
                 )
             self.compare(action, args)
-            after_i = self.impl_state()
+            after_i = self.mapped_now()
             for name, prop in inv.STEP_PROPERTIES.items():
                 if name in inv.SYSTEM_STEP_PROPERTIES:
                     continue  # stated over whole system steps, not one container's call
@@ -121,8 +126,14 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.last = got
         return got
 
+    def mapped_now(self) -> State:
+        """The implementation's state through the refinement mapping (the last comparison's
+        when no step has begun since)."""
+        return self.mapped if self.mapped is not None else self.impl_state()
+
     def compare(self, action: str, args: tuple[object, ...]) -> None:
         """The refinement check: the mapped implementation state equals the model's."""
+        self.mapped = None
         got = self.impl_state()
         if got != self.m:
             diff = "\n  ".join(changes(self.m, got)) or "(no leaf differs)"
@@ -130,6 +141,7 @@ class ConformanceMachine(RuleBasedStateMachine):
                 f"after {action}{args} the implementation's state differs from the model's "
                 f"(model -> implementation):\n  {diff}\nmodel: {self.m!r}"
             )
+        self.mapped = got
 
     def save_scenario(self) -> None:
         """Save the steps so far, the failing one last, as a scenario file (``SAVE_ENV``); one of
@@ -281,7 +293,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         if not self.opened:
             return
         checks = [(n, c) for n, c in inv.STATE_INVARIANTS.items() if n in self.CHECKED]
-        for side, state in (("model", self.m), ("implementation", self.impl_state())):
+        mapped = self.mapped_now()
+        for side, state in (("model", self.m), ("implementation", mapped)):
             for name, check in checks:
                 if not check(state, self.BOUNDS):
                     raise ConformanceFailure(f"the {side} breaks {name} in {state!r}")

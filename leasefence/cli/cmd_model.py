@@ -209,6 +209,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="measure the branch coverage of impl/ journal, coordinator and master (coverage.py)",
     )
+    t.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes that share the paths (default: one per CPU; --branches runs in one)",
+    )
     t.set_defaults(func=run_transitions)
 
 
@@ -226,4 +233,5 @@ def run_transitions(args: argparse.Namespace) -> int:
     from leasefence.conformance import transition_layer, transitions
 
     bounds = transitions.PROFILES[args.profile] if args.profile else bounds_from_args(args)
-    return transition_layer.run(bounds, args.save, args.branches)
+    jobs = args.jobs if args.jobs > 0 else transitions.jobs_available()
+    return transition_layer.run(bounds, args.save, args.branches, jobs)

@@ -1,6 +1,7 @@
 """Every transition of the model's state graph is driven through the implementation in lockstep
-with the model (``conformance.transitions``): the whole graph at the quick bounds here, at the
-CI bounds in the slow tier; a planted bug fails the replay and leaves a scenario that replays."""
+with the model (``conformance.transitions``): the whole graph at the CI bounds here (on every
+CPU), the quick bounds with the refusal probes, the deep bounds in the slow tier; a planted bug
+fails the replay and leaves a scenario that replays; a planted accepted refusal fails a probe."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from leasefence.conformance import transitions as tr
 from leasefence.conformance.scenarios import bounds_doc, bounds_of, load
 from leasefence.conformance.scenarios import replay as replay_scenario
 from leasefence.impl.coordinator import StateShardCoordinator
+from leasefence.impl.journal import WorkLeaseJournal
 from leasefence.model.check import explore
 from leasefence.model.system import Bounds
 
@@ -49,18 +51,35 @@ def test_the_paths_start_at_init_follow_the_graph_and_take_every_edge() -> None:
     assert len(paths) < len(g.edges) / 2
 
 
-def test_every_transition_at_the_quick_bounds_is_driven_through_the_implementation() -> None:
-    result = tr.replay(tr.QUICK)
+def test_every_transition_at_the_quick_bounds_is_driven_and_every_probe_refused() -> None:
+    result = tr.replay(tr.QUICK, probes=True)
     assert not result.failures, result.failures[0].error
     assert result.covered == result.total == 5523
     assert result.ok
 
 
-@pytest.mark.slow
 def test_every_transition_at_the_ci_bounds_is_driven_through_the_implementation() -> None:
-    result = tr.replay(tr.CI)
+    result = tr.replay(tr.CI, jobs=tr.jobs_available())
     assert not result.failures, result.failures[0].error
     assert result.covered == result.total == 102850
+
+
+@pytest.mark.slow
+def test_every_transition_at_the_deep_bounds_is_driven_through_the_implementation() -> None:
+    result = tr.replay(tr.DEEP, jobs=tr.jobs_available())
+    assert not result.failures, result.failures[0].error
+    assert result.covered == result.total
+
+
+TINY = Bounds(max_wall=0, max_dups=0, max_leases=1, max_reboots=0, max_rollbacks=0, max_restarts=0)
+
+
+def test_two_processes_drive_the_same_paths_as_one() -> None:
+    one, two = tr.replay(TINY), tr.replay(TINY, jobs=2)
+    assert one.ok
+    assert two.ok
+    assert (one.covered, one.paths, one.steps) == (two.covered, two.paths, two.steps)
+    assert one.covered == one.total > 0
 
 
 def _unsaved_abandon(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,7 +100,7 @@ def test_a_planted_bug_fails_the_replay_with_a_shortest_path_saved_as_a_scenario
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _unsaved_abandon(monkeypatch)
-    result = tr.replay(tr.QUICK, save=tmp_path)
+    result = tr.replay(tr.QUICK, save=tmp_path, jobs=2)
     assert not result.ok
     (failure,) = result.failures
     assert "files differ from memory" in failure.error
@@ -109,10 +128,7 @@ def test_a_scenario_with_bounds_and_a_legacy_record_replays_under_those_bounds()
 def test_branch_coverage_of_the_journal_coordinator_and_master_is_measured() -> None:
     from leasefence.conformance.transition_layer import measure
 
-    tiny = Bounds(
-        max_wall=0, max_dups=0, max_leases=1, max_reboots=0, max_rollbacks=0, max_restarts=0
-    )
-    result, found = measure(tiny)
+    result, found = measure(TINY)
     assert result.ok
     assert [b.name for b in found] == [
         "impl/records.py",
@@ -124,3 +140,55 @@ def test_branch_coverage_of_the_journal_coordinator_and_master_is_measured() -> 
     for b in found:
         assert 0 < b.covered < b.total
         assert len(b.missing) == b.total - b.covered
+
+
+def _abandon_by_anyone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted token bug the model cannot express: the journal lets any rank abandon a lease."""
+    original = WorkLeaseJournal.abandon
+
+    def abandon(
+        self: WorkLeaseJournal, work_id: str, worker: int | None = None, generation: Any = None
+    ) -> bool:
+        return original(self, work_id)
+
+    monkeypatch.setattr(WorkLeaseJournal, "abandon", abandon)
+
+
+def _discard_any_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted fence bug: the coordinator discards for the owner rank whatever its generation."""
+    original = StateShardCoordinator.discard
+
+    def discard(
+        self: StateShardCoordinator, task_id: str, worker: int, generation: Any = None
+    ) -> bool:
+        held = self.leases.get(task_id)
+        return original(self, task_id, worker, held.generation if held else generation)
+
+    monkeypatch.setattr(StateShardCoordinator, "discard", discard)
+
+
+@pytest.mark.parametrize(
+    ("plant", "probe"),
+    [
+        (_abandon_by_anyone, "journal.abandon"),
+        (_discard_any_generation, "coordinator.discard"),
+    ],
+)
+def test_a_refusal_the_model_cannot_express_that_is_accepted_fails_a_probe(
+    plant: Any, probe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert tr.replay(TINY, probes=True).ok  # the probes reach a leased state at these bounds
+    plant(monkeypatch)
+    assert tr.replay(TINY).ok  # no model step calls it so
+    result = tr.replay(TINY, probes=True)
+    (failure,) = result.failures
+    assert f"probe {probe}(" in failure.error
+
+
+def test_a_hostile_file_read_as_good_fails_a_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from leasefence.conformance import transition_probes
+
+    monkeypatch.setattr(transition_probes, "persisted_journal", lambda path: {})
+    result = tr.replay(TINY, probes=True)
+    (failure,) = result.failures
+    assert "hostile journal" in failure.error

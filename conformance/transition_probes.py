@@ -1,0 +1,359 @@
+"""Refusal probes: at a state the transition replay reached, every implementation API is called
+with what the model has no action for (another owner, a stale or malformed generation, an
+unknown or malformed ID, an amount out of range, a malformed message), and every file is read
+back hostile (torn, zero-padded, corrupted). The model's answer to each is the same: refused,
+nothing changes. ``probe(machine)`` checks that answer on the live system machine: each call
+returns False or raises the named error, the journal and snapshot bytes are unchanged after
+each, and the mapped state is unchanged after all; the hostile reads run on copies, and each
+must be refused by name or read as the file without its damage.
+
+They reach branches no model step does (``leasefence verify``'s branch rows); they are run once
+per kind of state (which IDs are leased, completed, held by the coordinator; the epoch's parity;
+fencing), not at every arrival.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from leasefence.conformance.machines.system import SystemMachine
+from leasefence.conformance.refinement import persisted_coordinator, persisted_journal
+from leasefence.impl.coordinator import StateShardCoordinator
+from leasefence.impl.errors import (
+    JournalCorrupt,
+    LeaseError,
+    RankBusy,
+    RecordOutOfRange,
+    SnapshotError,
+    UnknownWork,
+)
+from leasefence.impl.journal import WorkLeaseJournal, legacy_lease_line
+from leasefence.impl.master import Master
+from leasefence.impl.transport import Envelope, deliver
+from leasefence.impl.wire import Rank, Tag, WorkId
+from leasefence.model.state import State
+
+#: What a probe expects: ``False`` (refused) or the error class (classes) it must raise.
+Expect = bool | type[BaseException] | tuple[type[BaseException], ...]
+
+#: An argument of the wrong type or out of range: refused by the first check, by name.
+ARGUMENT = (TypeError, ValueError)
+
+#: A generation no dispatch of a run at the model's bounds ever has.
+ALIEN = (999, 999)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One call the model cannot express, and the refusal expected of it."""
+
+    name: str
+    call: Callable[[], object]
+    expect: Expect = False
+
+
+class ProbeFailure(AssertionError):
+    """A probe was not refused as expected, or changed something."""
+
+
+def kind(m: SystemMachine) -> tuple[object, ...]:
+    """What decides which probes run and how they are answered: each work ID's journal status
+    (free, leased by whom with or without a generation, completed), each task's coordinator
+    lease (none, stale, active), the epoch's parity, whether the files hold legacy records."""
+    s: State = m.m
+    work = tuple(
+        (w, None if x is None else (x.owner, bool(x.gen)), w in s.journal.completed)
+        for w, x in ((w, dict(s.journal.leases).get(w)) for w, _ in m.BOUNDS.task_of)
+    )
+    tasks = tuple(
+        sorted((t, x.owner, x.epoch == s.coordinator.epoch) for t, x in s.coordinator.leases)
+    )
+    busy = tuple(sorted({r for r, _ in s.active}))
+    return (work, tasks, busy, s.coordinator.epoch % 2, m.legacy_start)
+
+
+def _journal_probes(
+    j: WorkLeaseJournal, works: list[str], ranks: tuple[int, ...]
+) -> Iterator[Probe]:
+    first = ranks[0]
+    for w in works:
+        held = j.leases.get(w)
+        if held is not None or w in j.completed:
+            yield Probe(f"journal.lease({w}) while leased or completed", partial(j.lease, w, first))
+        if held is None:
+            yield Probe(f"journal.abandon({w}) without a lease", partial(j.abandon, w, first))
+            if w in j.completed:
+                yield Probe(f"journal.complete({w}) completed", partial(j.complete, w))
+            else:
+                yield Probe(f"journal.complete({w}) without a lease", partial(j.complete, w, first))
+            continue
+        for r in ranks:
+            if r != held.owner:
+                g = held.generation
+                yield Probe(f"journal.complete({w}, another rank)", partial(j.complete, w, r, g))
+                yield Probe(f"journal.abandon({w}, another rank)", partial(j.abandon, w, r, g))
+        other = None if held.generation is not None else ALIEN
+        owner = held.owner
+        yield Probe(
+            f"journal.complete({w}, another generation)", partial(j.complete, w, owner, other)
+        )
+        yield Probe(
+            f"journal.abandon({w}, another generation)", partial(j.abandon, w, owner, ALIEN)
+        )
+    w = works[0]
+    bad_generation: Any = (1,)
+    yield Probe("journal.lease(malformed ID)", partial(j.lease, "no such/id", first), ARGUMENT)
+    yield Probe("journal.lease(negative worker)", partial(j.lease, w, -1), ARGUMENT)
+    yield Probe("journal.lease(bool worker)", partial(j.lease, w, True), ARGUMENT)
+    yield Probe(
+        "journal.lease(malformed generation)", partial(j.lease, w, first, bad_generation), ARGUMENT
+    )
+    yield Probe("journal.complete(malformed ID)", partial(j.complete, "", first), ARGUMENT)
+    yield Probe("journal.abandon(negative worker)", partial(j.abandon, w, -1), ARGUMENT)
+
+
+def _coordinator_probes(
+    c: StateShardCoordinator, tasks: list[str], ranks: tuple[int, ...]
+) -> Iterator[Probe]:
+    first = ranks[0]
+    for t in tasks:
+        owner = c.active_owner(t)
+        held = c.leases.get(t)
+        if owner is not None:
+            yield Probe(f"coordinator.lease({t}) while held", partial(c.lease, t, first))
+        g = held.generation if held is not None else None
+        for r in ranks:
+            if r == owner:
+                other = None if g is not None else ALIEN
+                yield Probe(
+                    f"coordinator.complete({t}, another generation)",
+                    partial(c.complete, t, r, reward=1, generation=other),
+                )
+                yield Probe(
+                    f"coordinator.abandon({t}, another generation)",
+                    partial(c.abandon, t, r, cost=1, generation=other),
+                )
+                yield Probe(
+                    f"coordinator.discard({t}, another generation)", partial(c.discard, t, r, ALIEN)
+                )
+                continue
+            yield Probe(
+                f"coordinator.complete({t}, not the owner)",
+                partial(c.complete, t, r, reward=1, cost=1, generation=g),
+            )
+            yield Probe(
+                f"coordinator.abandon({t}, not the owner)",
+                partial(c.abandon, t, r, cost=1, generation=g),
+            )
+            yield Probe(f"coordinator.discard({t}, not the owner)", partial(c.discard, t, r, g))
+    t = tasks[0]
+    text: Any = "1"
+    yield Probe("coordinator.lease(empty task)", partial(c.lease, "", first), ARGUMENT)
+    yield Probe("coordinator.lease(bool worker)", partial(c.lease, t, True), ARGUMENT)
+    yield Probe(
+        "coordinator.lease(malformed generation)", partial(c.lease, t, first, (0, -1)), ARGUMENT
+    )
+    yield Probe(
+        "coordinator.complete(NaN reward)", partial(c.complete, t, first, reward=math.nan), ARGUMENT
+    )
+    yield Probe(
+        "coordinator.complete(huge cost)", partial(c.complete, t, first, cost=1e300), ARGUMENT
+    )
+    yield Probe(
+        "coordinator.abandon(string cost)", partial(c.abandon, t, first, cost=text), ARGUMENT
+    )
+
+
+def _garbage(master: Master, rank: int) -> bool:
+    """A malformed RESULT from ``rank`` (one with nothing to answer: it marks nothing)."""
+    return deliver(master, Envelope(rank, int(Tag.RESULT), b"\xff{")) is not None
+
+
+def probes(m: SystemMachine) -> Iterator[Probe]:
+    """The probes for the machine's current state."""
+    master = m.master_()
+    j, c = master.journal, master.coordinator
+    assert isinstance(j, WorkLeaseJournal)
+    assert isinstance(c, StateShardCoordinator)
+    works = [w for w, _ in m.BOUNDS.task_of]
+    tasks = sorted({t for _, t in m.BOUNDS.task_of})
+    ranks = m.BOUNDS.ranks
+    yield from _journal_probes(j, works, ranks)
+    yield from _coordinator_probes(c, tasks, ranks)
+    idle = [r for r in ranks if not master.dispatches(Rank(r))]
+    for r in idle:
+        yield Probe(f"deliver(garbage from idle rank {r})", partial(_garbage, master, r))
+    for r in ranks:
+        yield Probe(
+            f"dispatch(unknown work, rank {r})",
+            partial(master.dispatch, WorkId("w-unknown"), Rank(r)),
+            UnknownWork if r in idle else RankBusy,
+        )
+
+
+def _answer(p: Probe) -> Expect:
+    try:
+        got = p.call()
+    except (LeaseError, ValueError, TypeError, KeyError) as error:
+        if not isinstance(p.expect, bool) and isinstance(error, p.expect):
+            return p.expect
+        raise ProbeFailure(f"probe {p.name}: raised {error!r}, expected {p.expect!r}") from error
+    if got is not False:
+        raise ProbeFailure(f"probe {p.name}: returned {got!r}, expected a refusal {p.expect!r}")
+    return False
+
+
+def probe(m: SystemMachine) -> int:
+    """Run every probe on the machine's live implementation, then the hostile reads; returns how
+    many probes ran. Raises ``ProbeFailure`` naming the first one not refused as expected."""
+    files = (m.journal_path, m.snapshot_path)
+    before = [f.read_bytes() for f in files]
+    mapped = m.mapped_now()
+    n = 0
+    for p in probes(m):
+        _answer(p)
+        n += 1
+        if [f.read_bytes() for f in files] != before:
+            raise ProbeFailure(f"probe {p.name} was refused but wrote to the files")
+    m.mapped = None
+    if m.impl_state() != mapped:
+        raise ProbeFailure("the refused probes changed the implementation's state")
+    return n + hostile_reads(m.journal_path, m.snapshot_path, m.BOUNDS.task_of[0][0])
+
+
+def _judge(name: str, read: Callable[[], object], want: object, expect: Expect) -> None:
+    """``read()`` must give ``want`` (``expect`` True) or raise ``expect``."""
+    refusals = (JournalCorrupt, RecordOutOfRange, SnapshotError)
+    try:
+        got = read()
+    except refusals as error:
+        if isinstance(expect, bool) or not isinstance(error, expect):
+            raise ProbeFailure(f"{name} refused with {error!r}, expected {expect!r}") from error
+        return
+    if expect is not True:
+        raise ProbeFailure(f"{name} was read, expected {expect!r}")
+    if got != want:
+        raise ProbeFailure(f"{name} read as {got}, not {want}")
+
+
+def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
+    """The journal and snapshot as a crash or a hostile hand could leave them, each read from a
+    copy: a torn or zero-padded tail reads as the file without it; a corrupt line in the middle,
+    a bad checksum, a record out of range or text that is not a journal is refused by name."""
+    data, snap = journal.read_bytes(), snapshot.read_bytes()
+    want = persisted_journal(journal)
+    want_snap = persisted_coordinator(snapshot, [])
+    lines = data.splitlines(keepends=True)
+    good = legacy_lease_line(work, 1, 5)  # a good record (F314's original format)
+    cases: list[tuple[str, bytes, Expect]] = [
+        ("torn tail", data + b'{"event":"lease","work_i', True),
+        ("zero-padded tail", data + b"\0" * 512, True),
+        ("not a journal", b"root:x:0:0:root:/root:/bin/bash\n" + data, JournalCorrupt),
+        (
+            "out-of-range worker",
+            data
+            + b'{"event":"lease","work_id":"%s","worker":-5,"updated":1.0}\n' % work.encode()
+            + good,
+            JournalCorrupt,
+        ),
+    ]
+    if lines and lines[-1].endswith(b"\n"):  # the last line whole (no torn tail)
+        last = lines[-1]
+        flipped = (
+            last.replace(b'"crc":"', b'"crc":"0', 1)
+            if b'"crc":"' in last
+            else last[:1] + b"#" + last[1:]
+        )
+        cases.append(
+            ("bad checksum mid-file", b"".join(lines[:-1]) + flipped + good, JournalCorrupt)
+        )
+    n = 0
+    with tempfile.TemporaryDirectory(prefix="leasefence-probe-", dir=str(journal.parent)) as tmp:
+        copy = Path(tmp) / journal.name
+        for name, content, expect in cases:
+            copy.write_bytes(content)
+            _judge(f"hostile journal ({name})", lambda: persisted_journal(copy), want, expect)
+            n += 1
+        scopy = Path(tmp) / snapshot.name
+        snapshot_cases: list[tuple[str, bytes, Expect]] = [
+            ("torn log line", snap + b'{"op":"lease","ta', True),
+            ("not a snapshot", b"\x00garbage\n", SnapshotError),
+            (
+                "bad checksum on the last log line",
+                snap + b'{"op":"void","tasks":["t"],"crc":"00000000"}\n',
+                True,
+            ),
+            *_hostile_snapshots(snap),
+        ]
+        for name, content, expect in snapshot_cases:
+            scopy.write_bytes(content)
+            _judge(
+                f"hostile snapshot ({name})",
+                lambda: persisted_coordinator(scopy, []),
+                want_snap,
+                expect,
+            )
+            n += 1
+    return n
+
+
+def checksummed(doc: dict[str, object]) -> bytes:
+    """A coordinator log line as docs/coordinator-format.md says it (written here from the
+    document, not with the implementation's encoder): the record with ``crc``, the CRC32 of
+    its canonical JSON (keys sorted, no spaces)."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
+    return json.dumps({**doc, "crc": f"{zlib.crc32(canonical):08x}"}).encode("ascii") + b"\n"
+
+
+def _hostile_snapshots(snap: bytes) -> list[tuple[str, bytes, Expect]]:
+    """Snapshots refused by name: a bad log record followed by a good one (an empty void), and
+    checkpoints that are not one."""
+    good = checksummed({"op": "void", "tasks": []})
+    lease = {"op": "lease", "task": "t-probe", "owner": 1, "updated": 1.0, "epoch": 1}
+    bad_records: list[tuple[str, bytes]] = [
+        ("bad checksum", b'{"op":"void","tasks":[],"crc":"00000000"}\n'),
+        ("no checksum", b'{"op":"void","tasks":[]}\n'),
+        ("not JSON", b'{"op":\n'),
+        ("an empty line", b" \n"),
+        ("unknown op", checksummed({"op": "grow", "tasks": []})),
+        ("unknown key", checksummed({"op": "void", "tasks": [], "why": 1})),
+        ("free without a lease", checksummed({"op": "free", "task": "t-none", "stats": {}})),
+        ("void without a lease", checksummed({"op": "void", "tasks": ["t-none"]})),
+        ("lease of another epoch", checksummed({**lease, "epoch": 10**6})),
+        ("lease with a bad generation", checksummed({**lease, "generation": [1]})),
+        ("lease with an empty task", checksummed({**lease, "task": ""})),
+        ("batch of one", checksummed({"op": "batch", "records": [json.loads(good)]})),
+        (
+            "batch in a batch",
+            checksummed({"op": "batch", "records": [json.loads(good)] * 2 + [{"op": "batch"}]}),
+        ),
+    ]
+    cases: list[tuple[str, bytes, Expect]] = [
+        (f"{name} mid-log", snap + bad + good, SnapshotError) for name, bad in bad_records
+    ]
+    cases += [
+        ("not UTF-8", b"\xff\xfe{}\n", SnapshotError),
+        ("blank", b"  \n", SnapshotError),
+        ("a list", b"[]\n", SnapshotError),
+        ("data after the checkpoint", snap.replace(b"\n}\n", b"\n} 1\n", 1), SnapshotError),
+        ("another schema", snap.replace(b'"schema": 1', b'"schema": 99', 1), SnapshotError),
+        ("another clock", snap.replace(b'"clock": "unix"', b'"clock": "mono"', 1), SnapshotError),
+        ("negative epoch", snap.replace(b'"epoch": ', b'"epoch": -', 1), SnapshotError),
+    ]
+    return cases
+
+
+def torn_restart(m: SystemMachine) -> None:
+    """RestartMaster as a crash in the middle of appending a lease record nobody acknowledged:
+    half of it reaches the journal, then the master restarts (the model's RestartMaster)."""
+    work, worker = m.BOUNDS.task_of[0][0], m.BOUNDS.ranks[0]
+    record = m.would_be_record(work, worker)
+    m.do_torn_tail(work, worker, len(record) // 2)

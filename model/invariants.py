@@ -73,10 +73,13 @@ def l2_owner_fenced(s: State, b: Bounds) -> bool:
 
 # L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
 def l1_no_orphan_lease(before: State, after: State, b: Bounds) -> bool:
-    # Every journal lease a step grants (but a legacy record) belongs to a dispatch that step
-    # starts, and, but across a restart, every dispatch a step ends holds no work lease after it.
+    # But across a restart (a crash mid-step leaves its lease to expire), every journal lease a
+    # step grants (but a legacy record) belongs to a dispatch that step starts, and every dispatch
+    # a step ends holds no work lease after it.
     j0, j1 = before.journal, after.journal
     if j0.leases is j1.leases and before.active is after.active:
+        return True
+    if after.coordinator.epoch != before.coordinator.epoch:
         return True
     started = set(after.active) - set(before.active)
     for w, x in j1.leases:
@@ -85,8 +88,6 @@ def l1_no_orphan_lease(before: State, after: State, b: Bounds) -> bool:
             continue
         if not any(r == x.owner and d.work == w and d.gen == x.gen for r, d in started):
             return False
-    if after.coordinator.epoch != before.coordinator.epoch:
-        return True
     for r, d in set(before.active) - set(after.active):
         lease = get(j1.leases, d.work)
         if lease is not None and (lease.owner, lease.gen) == (r, d.gen):
@@ -183,6 +184,19 @@ def no_stuck_lease(s: State, b: Bounds) -> bool:
     )
 
 
+# Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
+def completions_accounted(s: State, b: Bounds) -> bool:
+    return all(completions_kept(s, b, t) for t, _ in s.coordinator.stats)
+
+
+def completions_kept(s: State, b: Bounds, t: str) -> bool:
+    """CompletionsAccounted for one task: its booked completions are at most its work IDs the
+    journal completed (a crash between the two writes may lose a booking, never add one)."""
+    x = get(s.coordinator.stats, t)
+    done = s.journal.completed
+    return x is None or x.completions <= sum(1 for w in b.works_of.get(t, ()) if w in done)
+
+
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
 def l6_no_inherited_ownership(s: State, b: Bounds) -> bool:
     # Every active state lease belongs to a live dispatch of its owner (token) in this epoch.
@@ -235,6 +249,7 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
     "L5_LegacyMigratable": l5_legacy_migratable,
     "L6_NoInheritedOwnership": l6_no_inherited_ownership,
     "NoStuckLease": no_stuck_lease,
+    "CompletionsAccounted": completions_accounted,
 }
 
 #: Two-state properties by their TLA+ name (checked on every transition, under PROPERTIES in TLA+).

@@ -12,6 +12,7 @@ in flight), and the definitions in ``model.invariants`` read every entry at ever
   is in range still. Its other conditions, and the small maps (leases), are read in full.
 - ``CompletionsAccounted`` reads only the tasks whose statistics or completed work IDs differ
   from ``since`` (as ``TypeOK``): a task where neither changed keeps ``since``'s verdict.
+- ``L4_UnixClockDomain`` reads the leases, and only across a reboot.
 - The other invariants read the leases and the active dispatches only: at most a few per rank
   in a real run. They are the functions of ``model.invariants`` themselves.
 
@@ -137,6 +138,7 @@ STEP_PROPERTIES: dict[str, StepCheck] = {
     "L1_NoOrphanLease": full.l1_no_orphan_lease,
     "L2_RemovalFenced": full.l2_removal_fenced,
     "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
+    "L4_UnixClockDomain": full.l4_unix_clock_domain,
     "L6_StatisticsSurvive": l6_statistics_survive,
     "L7_AuthoritativeStateId": full.l7_authoritative_state_id,
 }

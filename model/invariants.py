@@ -1,6 +1,7 @@
 """L1–L7 of F314 and ``type_ok``, each one condition, worded as in F314's table.
 
-State invariants take a state; two-state properties (L3, L6's statistics, L7) take
+State invariants take a state; two-state properties (L1's orphans, L2's removals, L3, L4's
+reboot, L6's statistics, L7) take
 ``(before, after)``. The same names, and the same one-line comments, appear in the TLA+ spec
 (``L1_SingleOwner`` ...) and in the conformance machines.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from leasefence.model.coordinator import active_lease
-from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, CLOCKS, reclaimable
+from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX, CLOCKS, reclaimable
 from leasefence.model.state import Coordinator, Journal, State, get
 from leasefence.model.system import Bounds
 
@@ -155,8 +156,20 @@ def l3_task_kept(c0: Coordinator, c1: Coordinator, t: str) -> bool:
 
 
 # L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
-def l4_unix_clock_domain(s: State, b: Bounds) -> bool:
-    return all(x.clock != CLOCK_MONO for _, x in s.journal.leases)
+def l4_unix_clock_domain(before: State, after: State, b: Bounds) -> bool:
+    # Stated over what it protects: a reboot (the monotonic origin reset) changes no lease's
+    # recovery verdict, journal or coordinator, so none becomes a permanent future lease across
+    # it (F314's scenario: "not even lease_ttl=0 reclaims it").
+    if after.reboots == before.reboots:
+        return True
+
+    def same(updated: int, clock: str) -> bool:
+        old = reclaimable(updated, clock, before.wall, before.mono, b.ttl, b.flavour)
+        return old == reclaimable(updated, clock, after.wall, after.mono, b.ttl, b.flavour)
+
+    return all(same(x.updated, x.clock) for _, x in before.journal.leases) and all(
+        same(x.updated, CLOCK_UNIX) for _, x in before.coordinator.leases
+    )
 
 
 # L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
@@ -245,7 +258,6 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
     "TypeOK": type_ok,
     "L1_SingleOwner": l1_single_owner,
     "L2_OwnerFenced": l2_owner_fenced,
-    "L4_UnixClockDomain": l4_unix_clock_domain,
     "L5_LegacyMigratable": l5_legacy_migratable,
     "L6_NoInheritedOwnership": l6_no_inherited_ownership,
     "NoStuckLease": no_stuck_lease,
@@ -257,6 +269,7 @@ STEP_PROPERTIES: dict[str, StepCheck] = {
     "L1_NoOrphanLease": l1_no_orphan_lease,
     "L2_RemovalFenced": l2_removal_fenced,
     "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
+    "L4_UnixClockDomain": l4_unix_clock_domain,
     "L6_StatisticsSurvive": l6_statistics_survive,
     "L7_AuthoritativeStateId": l7_authoritative_state_id,
 }

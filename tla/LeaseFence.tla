@@ -744,8 +744,22 @@ L3Step ==
 L3_RefusalChangesNothing == [][L3Step]_vars
 
 \* L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
-L4_UnixClockDomain ==
-    \A w \in DOMAIN journal.leases : journal.leases[w].clock # "mono"
+\* Stated over what it protects: a reboot (the monotonic origin reset) changes no lease's
+\* recovery verdict, journal or coordinator, so none becomes a permanent future lease across it
+\* (F314's scenario: "not even lease_ttl=0 reclaims it").
+L4RebootStep ==
+    reboots' # reboots =>
+        /\ \A w \in DOMAIN journal.leases :
+              LET x == journal.leases[w]
+              IN  Reclaimable(x.updated, x.clock, wall, mono)
+                     = Reclaimable(x.updated, x.clock, wall', mono')
+        /\ \A t \in DOMAIN coordinator.leases :
+              LET y == coordinator.leases[t]
+              IN  Reclaimable(y.updated, "unix", wall, mono)
+                     = Reclaimable(y.updated, "unix", wall', mono')
+
+\* L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
+L4_UnixClockDomain == [][L4RebootStep]_vars
 
 \* L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
 L5_LegacyMigratable ==

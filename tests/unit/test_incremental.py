@@ -245,11 +245,8 @@ def _planted() -> dict[str, tuple[State, State, Bounds]]:
             s._replace(journal=j._replace(attempts=put(j.attempts, "w123", 2))),
             WIDE,
         ),
-        "L4_UnixClockDomain": (
-            s,
-            s._replace(journal=j._replace(leases=put(j.leases, "w159", Lease(1, 5, CLOCK_MONO)))),
-            WIDE,
-        ),
+        # F314's reboot scenario: an uptime-stamped lease TTL 0 reclaims, and after the reboot not.
+        "L4_UnixClockDomain": (s, s._replace(mono=0, reboots=1), replace(mono, ttl=0)),
         "L5_LegacyMigratable": (
             s,
             s._replace(journal=j._replace(leases=put(j.leases, "w158", legacy))),

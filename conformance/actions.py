@@ -117,6 +117,35 @@ ACTIONS: tuple[Action, ...] = (
         "machines' `torn_tail` fault is also this step",
     ),
     Action(
+        "CrashDispatchWork", "(w, r)", "system",
+        "system.crash_dispatch_work", "(s, work, rank, b)",
+        None, "",
+        None, (),
+        impl_text="a master killed after `WorkLeaseJournal.lease` in `Master.dispatch`, then "
+        "`Master.open` on its files",
+        note="one of the three Crash actions (issue 21): the journal's part of a step reached "
+        "disk, the coordinator's did not, and the master restarts at the same instant; not "
+        "traced as such: trace validation names it when a `RestartMaster` reads that prefix "
+        "from disk (`TraceReport.crashes`); `conformance.transitions` drives each crash edge "
+        "through the system machine's `do_crash_*`",
+    ),
+    Action(
+        "CrashDeliverResult", "(r, w, reported, ok, withgen)", "system",
+        "system.crash_deliver_result", "(s, rank, work, reported, ok, b, gen, presented)",
+        None, "",
+        None, (),
+        impl_text="a master killed after `WorkLeaseJournal.complete` (or `abandon`) in "
+        "`Master.handle_result`, then `Master.open`",
+    ),
+    Action(
+        "CrashReclaimExpired", "", "system",
+        "system.crash_reclaim_expired", "(s, b)",
+        None, "",
+        None, (),
+        impl_text="a master killed after `WorkLeaseJournal.recover` in "
+        "`Master.reclaim_expired`, then `Master.open`",
+    ),
+    Action(
         "Tick", "", "system",
         None, "", None, "",
         None, ("tick",),

@@ -133,6 +133,7 @@ class TraceReport:
     line: int | None = None
     torn_tail: bool = False
     lost_steps: int = 0
+    crashes: dict[str, int] = field(default_factory=dict)
     pipeline: int = 1
     fence: str = "rank"
 
@@ -186,6 +187,7 @@ class Replay:
     steps: int = 0
     rollbacks: int = 0
     lost_steps: int = 0
+    crashes: dict[str, int] = field(default_factory=dict)
 
     def join(self, header: Header) -> None:
         """A restarted master appends its own Header: its work IDs join the bounds."""
@@ -290,7 +292,11 @@ def replay_restart_master(rp: Replay, ev: RestartMaster) -> str | None:
         if rp.steps == 0:
             rp.s = _adopt(rp.s, ev.recovered, rp.names)
         problem, rp.s, lost, rp.names = _resync(rp.s, ev.recovered, rp.b, rp.names, rp.since)
-        rp.lost_steps += lost
+        rp.lost_steps += lost is not None
+        if lost is not None and lost.startswith("Crash"):
+            # The journal part of a step, then this restart: the spec's Crash action; the
+            # invariants are checked on its result, the restarted state, as for any step.
+            rp.crashes[lost] = rp.crashes.get(lost, 0) + 1
         if problem is not None:
             return problem
     wants = None if ev.reclaimed is None else sorted(ev.reclaimed)
@@ -330,19 +336,21 @@ def validate(lines: Iterable[str] | Trace) -> TraceReport:
             continue
         rp.tick(ev.now)
         before = rp.s
-        problem = REPLAY[ev.event](rp, ev)
+        problem = rp.apply(ev)
         if problem is None:
             after = rp.s
             if _BROKEN(before, after, rp.b, checked):
                 problem = check_invariants(ev.event, before, after, rp.b, checked)
         if problem is not None:
             report.rollbacks, report.lost_steps = rp.rollbacks, rp.lost_steps
+            report.crashes = dict(rp.crashes)
             report.divergence, report.line = problem, ev.line
             return report
         checked = rp.s
         rp.steps += 1
         counts[ev.event] = counts.get(ev.event, 0) + 1
     report.steps, report.rollbacks, report.lost_steps = rp.steps, rp.rollbacks, rp.lost_steps
+    report.crashes = dict(rp.crashes)
     return report
 
 
@@ -431,31 +439,34 @@ def _reclaims_since(s: State, b: Bounds, since: int) -> list[State]:
     return out
 
 
-def _master_steps(s: State, b: Bounds, since: int | None = None) -> list[State]:
-    """Every state one master step (DispatchWork, DeliverResult, ReclaimExpired) leads to, and
-    for DispatchWork also the state after its journal lease alone: a master killed inside the
-    transaction, before RejectDispatch gave the lease back, leaves exactly that on disk.
-    ReclaimExpired is tried at every instant since ``since`` (see ``_reclaims_since``)."""
-    out = _reclaims_since(s, b, s.wall if since is None else since)
+def _master_steps(s: State, b: Bounds, since: int | None = None) -> list[tuple[str, State]]:
+    """Every state one master step (DispatchWork, DeliverResult, ReclaimExpired) leads to, with
+    the step's name, and for DispatchWork also the state after its journal lease alone
+    (CrashDispatchWork): a master killed inside the transaction, before RejectDispatch gave the
+    lease back, leaves exactly that on disk. ReclaimExpired is tried at every instant since ``since`` (see
+    ``_reclaims_since``)."""
+    out = [("ReclaimExpired", t) for t in _reclaims_since(s, b, s.wall if since is None else since)]
     gen = next_generation(s, b)
     for r in b.ranks:
         if len(dispatches_of(s, r)) < b.pipeline:
-            out += [dispatch_work(s, w, r, b)[1] for w in b.works]
+            out += [("DispatchWork", dispatch_work(s, w, r, b)[1]) for w in b.works]
             for w in b.works:
                 ok, j = lease_work(s.journal, w, r, s.wall, s.mono, b.flavour, gen)
                 if ok:
-                    out.append(s._replace(journal=j))
+                    out.append(("CrashDispatchWork", s._replace(journal=j)))
     for r, w in sorted(s.net):
         for rep in (*b.tasks, None):
-            out += [deliver_result(s, r, w, rep, ok, b)[1] for ok in (True, False)]
+            out += [
+                ("DeliverResult", deliver_result(s, r, w, rep, ok, b)[1]) for ok in (True, False)
+            ]
     for r, w, g in sorted(s.gnet):
         for rep in (*b.tasks, None):
             for p in (g, 0):
                 out += [
-                    deliver_result(s, r, w, rep, ok, b, gen=g, presented=p)[1]
+                    ("DeliverResult", deliver_result(s, r, w, rep, ok, b, gen=g, presented=p)[1])
                     for ok in (True, False)
                 ]
-    return [t for t in out if t != s]
+    return [(name, t) for name, t in out if t != s]
 
 
 def _coordinator_view(c: Coordinator) -> tuple[object, ...]:
@@ -517,31 +528,33 @@ def _resync(
     b: Bounds,
     names: GenerationNames,
     since: int | None = None,
-) -> tuple[str | None, State, bool, GenerationNames]:
+) -> tuple[str | None, State, str | None, GenerationNames]:
     """Check what a restarted master read from disk against the model.
 
     A master killed with SIGKILL may have made its last step durable (journal first, then the
     coordinator) without tracing it. The disk state must then be the model's state after one
     step the model allows from the last traced state, or a prefix of one (the journal part done,
-    the coordinator part not yet). Anything else is a divergence. ``since`` is the clock of the
-    last traced step (a lost step ran between it and the restart). Returns the names of
-    generations with the lost step's, if any, added.
+    the coordinator part not yet: the spec's Crash action of that step, whose restart the
+    caller replays). Anything else is a divergence. ``since`` is the clock of the last traced
+    step (a lost step ran between it and the restart). Returns the name of the step lost
+    (``Crash<Step>`` for a prefix; None when nothing was lost) and the names of generations
+    with the lost step's, if any, added.
     """
     probe = copy.deepcopy(names)
     disk_j = journal_of(recovered, probe)
     disk_c = _recovered_view(recovered, probe)
     if _same_journal(s.journal, disk_j, s.journal) and _coordinator_view(s.coordinator) == disk_c:
-        return None, s, False, names
-    for t in _master_steps(s, b, since):
+        return None, s, None, names
+    for name, t in _master_steps(s, b, since):
         named = _bind_lost(t, recovered, names)
         disk_j = journal_of(recovered, named)
         disk_c = _recovered_view(recovered, named)
         if not _same_journal(t.journal, disk_j, s.journal):
             continue
         if _coordinator_view(t.coordinator) == disk_c:
-            return None, t._replace(journal=disk_j), True, named
+            return None, t._replace(journal=disk_j), name, named
         if _coordinator_view(s.coordinator) == disk_c:
-            return None, s._replace(journal=disk_j), True, named
+            return None, s._replace(journal=disk_j), f"Crash{name.removeprefix('Crash')}", named
     return (
         (
             "RestartMaster: the state read from disk is neither the model's state nor one step the "
@@ -549,6 +562,6 @@ def _resync(
             f"model: {state_text(s)}"
         ),
         s,
-        False,
+        None,
         names,
     )

@@ -66,7 +66,10 @@ def _print_result(bounds: Bounds, result: CheckResult, elapsed: float, rate: flo
         f"{elapsed:.2f} s, {rate:,.0f} states/s"
     )
     if result.ok:
-        print("  OK: TypeOK, L1-L7 and NoStuckLease hold in every reachable state and transition")
+        print(
+            "  OK: TypeOK, L1-L7, NoStuckLease and CompletionsAccounted hold in every reachable "
+            "state and transition"
+        )
     else:
         print(f"  VIOLATED: {', '.join(result.violated)}")
         print(f"  shortest counterexample ({len(result.trace) - 1} steps):")

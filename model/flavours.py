@@ -33,6 +33,9 @@ class Flavour(StrEnum):
     RESTART_KEEPS_OWNERS = "restart-keeps-owners"
     # A coordinator restart loads the snapshot without its statistics.
     RESTART_DROPS_STATS = "restart-drops-stats"
+    # A step writes the coordinator before the journal: a crash inside it leaves the
+    # coordinator's part on disk instead of the journal's.
+    COORDINATOR_FIRST = "coordinator-first"
 
 
 #: One line per flavour, for ``--help`` and reports.
@@ -46,6 +49,7 @@ DESCRIPTIONS: dict[Flavour, str] = {
     Flavour.RECLAIM_EARLY: "twin: journal recovery reclaims a lease one tick before its TTL",
     Flavour.RESTART_KEEPS_OWNERS: "twin: a coordinator restart keeps the old ranks' ownership",
     Flavour.RESTART_DROPS_STATS: "twin: a coordinator restart drops the statistics",
+    Flavour.COORDINATOR_FIRST: "twin: a crashed step leaves the coordinator's part, not the journal's",
 }
 
 #: The invariants each defect must violate (F314's table, checked by the tests).
@@ -63,6 +67,7 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     ),
     Flavour.RESTART_KEEPS_OWNERS: frozenset({"L6_NoInheritedOwnership"}),
     Flavour.RESTART_DROPS_STATS: frozenset({"L6_StatisticsSurvive"}),
+    Flavour.COORDINATOR_FIRST: frozenset({"CompletionsAccounted"}),
 }
 
 #: Beyond F314's table: rank fencing with more than one dispatch per rank (F314's own caveat).

@@ -10,6 +10,9 @@ in flight), and the definitions in ``model.invariants`` read every entry at ever
 - ``TypeOK`` reads its per-entry conditions only on entries that differ from ``since``, a state
   known to satisfy ``TypeOK`` under the same bounds (the last state checked): an entry it held
   is in range still. Its other conditions, and the small maps (leases), are read in full.
+- ``CompletionsAccounted`` reads only the tasks whose statistics or completed work IDs differ
+  from ``since`` (as ``TypeOK``): a task where neither changed keeps ``since``'s verdict.
+- ``L4_UnixClockDomain`` reads the leases, and only across a reboot.
 - The other invariants read the leases and the active dispatches only: at most a few per rank
   in a real run. They are the functions of ``model.invariants`` themselves.
 
@@ -122,13 +125,29 @@ def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
     return True
 
 
+# Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
+def completions_accounted(s: State, b: Bounds, since: State | None = None) -> bool:
+    """``invariants.completions_accounted(s, b)``, given that ``since`` (if any) satisfies it
+    under ``b``: only the tasks whose statistics or completed work IDs changed are read."""
+    if since is None:
+        return full.completions_accounted(s, b)
+    task = b.task
+    done = changed(since.journal.completed, s.journal.completed)
+    tasks = {task(w) for w in done if w in b.work_set}
+    tasks.update(changed(since.coordinator.stats, s.coordinator.stats))
+    return all(full.completions_kept(s, b, t) for t in tasks)
+
+
 StateCheck = Callable[[State, Bounds, "State | None"], bool]
 StepCheck = Callable[[State, State, Bounds], bool]
 
 #: The incremental form of each state invariant that has one (it takes ``since`` too). Any other
 #: invariant of ``invariants.STATE_INVARIANTS`` is checked in full at every state: a new one is
 #: checked with nothing added here, and gets an entry only if it reads whole maps.
-INCREMENTAL_STATE: dict[str, StateCheck] = {"TypeOK": type_ok}
+INCREMENTAL_STATE: dict[str, StateCheck] = {
+    "TypeOK": type_ok,
+    "CompletionsAccounted": completions_accounted,
+}
 #: The incremental form of each step property that has one; the others are checked in full.
 INCREMENTAL_STEP: dict[str, StepCheck] = {
     "L3_RefusalChangesNothing": l3_refusal_changes_nothing,

@@ -1,6 +1,7 @@
 """L1–L7 of F314 and ``type_ok``, each one condition, worded as in F314's table.
 
-State invariants take a state; two-state properties (L3, L6's statistics, L7) take
+State invariants take a state; two-state properties (L1's orphans, L2's removals, L3, L4's
+reboot, L6's statistics, L7) take
 ``(before, after)``. The same names, and the same one-line comments, appear in the TLA+ spec
 (``L1_SingleOwner`` ...) and in the conformance machines.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from leasefence.model.coordinator import active_lease
-from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, CLOCKS, reclaimable
+from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX, CLOCKS, reclaimable
 from leasefence.model.state import Coordinator, Journal, State, get
 from leasefence.model.system import Bounds
 
@@ -73,10 +74,13 @@ def l2_owner_fenced(s: State, b: Bounds) -> bool:
 
 # L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
 def l1_no_orphan_lease(before: State, after: State, b: Bounds) -> bool:
-    # Every journal lease a step grants (but a legacy record) belongs to a dispatch that step
-    # starts, and, but across a restart, every dispatch a step ends holds no work lease after it.
+    # But across a restart (a crash mid-step leaves its lease to expire), every journal lease a
+    # step grants (but a legacy record) belongs to a dispatch that step starts, and every dispatch
+    # a step ends holds no work lease after it.
     j0, j1 = before.journal, after.journal
     if j0.leases is j1.leases and before.active is after.active:
+        return True
+    if after.coordinator.epoch != before.coordinator.epoch:
         return True
     started = set(after.active) - set(before.active)
     for w, x in j1.leases:
@@ -85,8 +89,6 @@ def l1_no_orphan_lease(before: State, after: State, b: Bounds) -> bool:
             continue
         if not any(r == x.owner and d.work == w and d.gen == x.gen for r, d in started):
             return False
-    if after.coordinator.epoch != before.coordinator.epoch:
-        return True
     for r, d in set(before.active) - set(after.active):
         lease = get(j1.leases, d.work)
         if lease is not None and (lease.owner, lease.gen) == (r, d.gen):
@@ -154,8 +156,20 @@ def l3_task_kept(c0: Coordinator, c1: Coordinator, t: str) -> bool:
 
 
 # L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
-def l4_unix_clock_domain(s: State, b: Bounds) -> bool:
-    return all(x.clock != CLOCK_MONO for _, x in s.journal.leases)
+def l4_unix_clock_domain(before: State, after: State, b: Bounds) -> bool:
+    # Stated over what it protects: a reboot (the monotonic origin reset) changes no lease's
+    # recovery verdict, journal or coordinator, so none becomes a permanent future lease across
+    # it (F314's scenario: "not even lease_ttl=0 reclaims it").
+    if after.reboots == before.reboots:
+        return True
+
+    def same(updated: int, clock: str) -> bool:
+        old = reclaimable(updated, clock, before.wall, before.mono, b.ttl, b.flavour)
+        return old == reclaimable(updated, clock, after.wall, after.mono, b.ttl, b.flavour)
+
+    return all(same(x.updated, x.clock) for _, x in before.journal.leases) and all(
+        same(x.updated, CLOCK_UNIX) for _, x in before.coordinator.leases
+    )
 
 
 # L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
@@ -181,6 +195,19 @@ def no_stuck_lease(s: State, b: Bounds) -> bool:
         for _, x in s.coordinator.leases
         if x.epoch == s.coordinator.epoch
     )
+
+
+# Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
+def completions_accounted(s: State, b: Bounds) -> bool:
+    return all(completions_kept(s, b, t) for t, _ in s.coordinator.stats)
+
+
+def completions_kept(s: State, b: Bounds, t: str) -> bool:
+    """CompletionsAccounted for one task: its booked completions are at most its work IDs the
+    journal completed (a crash between the two writes may lose a booking, never add one)."""
+    x = get(s.coordinator.stats, t)
+    done = s.journal.completed
+    return x is None or x.completions <= sum(1 for w in b.works_of.get(t, ()) if w in done)
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
@@ -231,10 +258,10 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
     "TypeOK": type_ok,
     "L1_SingleOwner": l1_single_owner,
     "L2_OwnerFenced": l2_owner_fenced,
-    "L4_UnixClockDomain": l4_unix_clock_domain,
     "L5_LegacyMigratable": l5_legacy_migratable,
     "L6_NoInheritedOwnership": l6_no_inherited_ownership,
     "NoStuckLease": no_stuck_lease,
+    "CompletionsAccounted": completions_accounted,
 }
 
 #: Two-state properties by their TLA+ name (checked on every transition, under PROPERTIES in TLA+).
@@ -242,6 +269,7 @@ STEP_PROPERTIES: dict[str, StepCheck] = {
     "L1_NoOrphanLease": l1_no_orphan_lease,
     "L2_RemovalFenced": l2_removal_fenced,
     "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
+    "L4_UnixClockDomain": l4_unix_clock_domain,
     "L6_StatisticsSurvive": l6_statistics_survive,
     "L7_AuthoritativeStateId": l7_authoritative_state_id,
 }

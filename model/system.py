@@ -17,7 +17,7 @@ from leasefence.model import coordinator as co
 from leasefence.model import journal as jo
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import authoritative_state_task
-from leasefence.model.state import Dispatch, State, add, discard
+from leasefence.model.state import Coordinator, Dispatch, Journal, State, add, discard
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,14 @@ class Bounds:
     @cached_property
     def _task_map(self) -> dict[str, str]:
         return dict(self.task_of)
+
+    @cached_property
+    def works_of(self) -> dict[str, tuple[str, ...]]:
+        """The work IDs of each state task."""
+        out: dict[str, list[str]] = {}
+        for w, t in self.task_of:
+            out.setdefault(t, []).append(w)
+        return {t: tuple(ws) for t, ws in out.items()}
 
     @property
     def legacy_stamp(self) -> int:
@@ -286,23 +294,48 @@ def commit_result(
     succeeded and there is a task); each container refuses a token that is not exactly the
     owner's (L2). The dispatch found ends."""
     disp = found[0] if found else None
-    token = disp.gen if disp is not None else presented
-    task = authoritative_state_task(disp.task if disp else None, reported, b.flavour)
+    token = result_token(found, presented)
+    task = result_task(found, reported, b)
     mismatch = disp is not None and reported is not None and reported != disp.task
-    j, c = s.journal, s.coordinator
-    if ok:
-        work_ok, j = jo.complete_work(j, work, rank, b.flavour, token)
-        state_ok = False
-        if work_ok and task is not None:
-            state_ok, c = co.complete_state(c, task, rank, flavour=b.flavour, gen=token)
-    else:
-        work_ok, j = jo.abandon_work(j, work, rank, b.flavour, token)
-        state_ok = False
-        if work_ok and task is not None:
-            state_ok, c = co.abandon_state(c, task, rank, gen=token)
+    work_ok, j = work_part(s, rank, work, token, ok, b)
+    state_ok, c = False, s.coordinator
+    if work_ok and task is not None:
+        state_ok, c = state_part(s, rank, task, token, ok, b)
     active = _remove(s.active, rank, disp) if disp is not None else s.active
     outcome = ResultOutcome(False, task, mismatch, work_ok, state_ok)
     return outcome, s._replace(journal=j, coordinator=c, active=active)
+
+
+def result_token(found: list[Dispatch], presented: int) -> int:
+    """ResultToken(r, w, p): the stored generation of the dispatch found, else the presented
+    one."""
+    return found[0].gen if found else presented
+
+
+def result_task(found: list[Dispatch], reported: str | None, b: Bounds) -> str | None:
+    """ResultTask(r, w, p, reported): ``authoritative_state_task`` of the stored task (none when
+    no dispatch is found) and the reported one (L7)."""
+    return authoritative_state_task(found[0].task if found else None, reported, b.flavour)
+
+
+def work_part(
+    s: State, rank: int, work: str, token: int, ok: bool, b: Bounds
+) -> tuple[bool, Journal]:
+    """WorkPart(r, w, p, ok): the journal's call of a committed result (complete on success,
+    abandon on failure), on the current journal."""
+    if ok:
+        return jo.complete_work(s.journal, work, rank, b.flavour, token)
+    return jo.abandon_work(s.journal, work, rank, b.flavour, token)
+
+
+def state_part(
+    s: State, rank: int, task: str, token: int, ok: bool, b: Bounds
+) -> tuple[bool, Coordinator]:
+    """StatePart(r, w, p, reported, ok): the coordinator's call of a committed result, on the
+    current coordinator."""
+    if ok:
+        return co.complete_state(s.coordinator, task, rank, flavour=b.flavour, gen=token)
+    return co.abandon_state(s.coordinator, task, rank, gen=token)
 
 
 def reclaim_expired(s: State, b: Bounds) -> tuple[tuple[str, ...], State]:
@@ -321,10 +354,86 @@ def restart_master(s: State, b: Bounds) -> State:
     Its memory (active dispatches) is lost; the coordinator loads into the next epoch (L6); then
     it recovers the journal and the coordinator with the TTL. Results in flight may still arrive.
     """
-    c = co.restart_coordinator(s.coordinator, b.flavour)
-    _, j = jo.recover_work(s.journal, b.ttl, s.wall, s.mono, b.flavour)
-    _, c = co.recover_states(c, b.ttl, s.wall, s.mono, b.flavour)
+    return restart_from(s, s.journal, s.coordinator, b)
+
+
+def restart_from(s: State, j: Journal, c: Coordinator, b: Bounds) -> State:
+    """RestartFrom(j, c): the restart on the files a crashed step left (journal ``j``,
+    coordinator ``c``): the next epoch, recovery with the TTL, no active dispatch."""
+    _, j = jo.recover_work(j, b.ttl, s.wall, s.mono, b.flavour)
+    _, c = co.recover_states(co.restart_coordinator(c, b.flavour), b.ttl, s.wall, s.mono, b.flavour)
     return s._replace(journal=j, coordinator=c, active=())
+
+
+# Crash mid-step (issue 21 point 2): the master writes the journal before the coordinator in
+# every step; a kill between the two leaves the journal's part on disk, then it restarts on those
+# files at the same instant. Each is enabled while a restart is and the first part writes
+# something (else it is RestartMaster). Flavour COORDINATOR_FIRST writes the coordinator first.
+
+
+def can_crash(s: State, b: Bounds) -> bool:
+    """Whether a restart is enabled (the coordinator's epoch is at most ``max_restarts``)."""
+    return s.coordinator.epoch <= b.max_restarts
+
+
+def crash_dispatch_work(s: State, work: str, rank: int, b: Bounds) -> State | None:
+    """CrashDispatchWork(w, r). Enabled when DispatchWork(w, r) is and LeaseWork grants: the
+    master is killed after the work lease reached disk (before the state lease; for a refused
+    dispatch, before RejectDispatch gave it back), nothing was sent, and it restarts. None when
+    not enabled."""
+    if not can_crash(s, b) or len(dispatches_of(s, rank)) >= b.pipeline:
+        return None
+    gen = next_generation(s, b)
+    if b.flavour is Flavour.COORDINATOR_FIRST:
+        ok, c = co.lease_state(s.coordinator, b.task(work), rank, s.wall, s.mono, b.flavour, gen)
+        return restart_from(s, s.journal, c, b) if ok else None
+    ok, j = jo.lease_work(s.journal, work, rank, s.wall, s.mono, b.flavour, gen)
+    return restart_from(s, j, s.coordinator, b) if ok else None
+
+
+def crash_deliver_result(
+    s: State,
+    rank: int,
+    work: str,
+    reported: str | None,
+    ok: bool,
+    b: Bounds,
+    gen: int = 0,
+    presented: int | None = None,
+) -> State | None:
+    """CrashDeliverResult(r, w, reported, ok, withgen). Enabled for a result in flight that
+    DeliverResult would commit (not stale) and whose journal part succeeds: the message is
+    consumed, the completion (or abandon) is in the journal, the coordinator's is not, and the
+    master restarts. None when not enabled."""
+    if not can_crash(s, b):
+        return None
+    p = gen if presented is None else presented
+    found = found_dispatches(s, rank, work, p)
+    if is_stale(s, rank, work, found, b):
+        return None
+    token = result_token(found, p)
+    task = result_task(found, reported, b)
+    t = consume_result(s, rank, work, gen, False)
+    if b.flavour is Flavour.COORDINATOR_FIRST:
+        if task is None:
+            return None
+        state_ok, c = state_part(s, rank, task, token, ok, b)
+        return restart_from(t, s.journal, c, b) if state_ok else None
+    work_ok, j = work_part(s, rank, work, token, ok, b)
+    return restart_from(t, j, s.coordinator, b) if work_ok else None
+
+
+def crash_reclaim_expired(s: State, b: Bounds) -> State | None:
+    """CrashReclaimExpired. Enabled when RecoverWork reclaims something: its reclaims are on
+    disk, RecoverStates' are not, and the master restarts (at the same instant, so the state is
+    RestartMaster's). None when not enabled."""
+    if not can_crash(s, b):
+        return None
+    if b.flavour is Flavour.COORDINATOR_FIRST:
+        tasks, c = co.recover_states(s.coordinator, b.ttl, s.wall, s.mono, b.flavour)
+        return restart_from(s, s.journal, c, b) if tasks else None
+    works, j = jo.recover_work(s.journal, b.ttl, s.wall, s.mono, b.flavour)
+    return restart_from(s, j, s.coordinator, b) if works else None
 
 
 def within_constraint(s: State, b: Bounds) -> bool:
@@ -335,6 +444,31 @@ def within_constraint(s: State, b: Bounds) -> bool:
 
 
 Label = tuple[str, tuple[object, ...]]
+
+
+def _crashes(s: State, b: Bounds, reports: tuple[str | None, ...]) -> Iterator[tuple[Label, State]]:
+    """The enabled Crash actions from ``s`` (the spec's Next lists them after RestartMaster)."""
+    for r in b.ranks:
+        for w in b.works:
+            t = crash_dispatch_work(s, w, r, b)
+            if t is not None:
+                yield ("CrashDispatchWork", (w, r)), t
+    for r, w in sorted(s.net):
+        for rep in reports:
+            for ok in (True, False):
+                t = crash_deliver_result(s, r, w, rep, ok, b)
+                if t is not None:
+                    yield ("CrashDeliverResult", (r, w, rep, ok)), t
+    for r, w, g in sorted(s.gnet):
+        for rep in reports:
+            for ok in (True, False):
+                for p in (g, 0):
+                    t = crash_deliver_result(s, r, w, rep, ok, b, g, p)
+                    if t is not None:
+                        yield ("CrashDeliverResult", (r, w, rep, ok, g, p)), t
+    t = crash_reclaim_expired(s, b)
+    if t is not None:
+        yield ("CrashReclaimExpired", ()), t
 
 
 def successors(s: State, b: Bounds) -> Iterator[tuple[Label, State]]:
@@ -361,8 +495,9 @@ def successors(s: State, b: Bounds) -> Iterator[tuple[Label, State]]:
                         yield ("DeliverResult", (r, w, rep, ok, keep, g, p)), t
     _, t = reclaim_expired(s, b)
     yield ("ReclaimExpired", ()), t
-    if s.coordinator.epoch <= b.max_restarts:
+    if can_crash(s, b):
         yield ("RestartMaster", ()), restart_master(s, b)
+        yield from _crashes(s, b, reports)
     if s.wall < b.max_wall and s.mono < b.max_wall:
         yield ("Tick", ()), s._replace(wall=s.wall + 1, mono=s.mono + 1)
     if s.rollbacks < b.max_rollbacks:

@@ -65,7 +65,7 @@ LegacyRecords == TRUE
 \* The protocol as F314 fixes it, each pre-fix defect switched back on alone, and the
 \* must-fail twins: one planted bug for each property no defect of F314 breaks.
 Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4", "keep-refused-lease",
-             "reclaim-early", "restart-keeps-owners", "restart-drops-stats"}
+             "reclaim-early", "restart-keeps-owners", "restart-drops-stats", "coordinator-first"}
 \* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
 Defect1 == Flavour = "defect1"
 \* defect2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
@@ -82,6 +82,9 @@ ReclaimEarly == Flavour = "reclaim-early"
 RestartKeepsOwners == Flavour = "restart-keeps-owners"
 \* Twin of L6_StatisticsSurvive: a coordinator restart loads the snapshot without its statistics.
 RestartDropsStats == Flavour = "restart-drops-stats"
+\* Twin of CompletionsAccounted: a step writes the coordinator before the journal, so a crash
+\* inside it leaves the coordinator's part on disk instead of the journal's.
+CoordinatorFirst == Flavour = "coordinator-first"
 
 ASSUME /\ Flavour \in Flavours
        /\ Pipeline \in Nat \ {0}
@@ -441,6 +444,24 @@ IsStale(r, w, p) ==
     \/ \E d \in Found(r, w, p) : d.work # w
     \/ Found(r, w, p) = {} /\ Cardinality(Slots(r)) >= Pipeline
 
+(* The parts of CommitResult.  ResultToken: the owner token, the stored     *)
+(* generation of the dispatch found, else the presented one.  ResultTask:   *)
+(* AuthoritativeStateTask of the stored task (none when no dispatch is      *)
+(* found) and the reported one.  WorkPart: the journal's call, StatePart:   *)
+(* the coordinator's (CompleteWork/CompleteState on success,                *)
+(* AbandonWork/AbandonState on failure), each on the current value.         *)
+ResultToken(r, w, p) ==
+    IF Found(r, w, p) = {} THEN p ELSE (CHOOSE d \in Found(r, w, p) : TRUE).gen
+ResultTask(r, w, p, reported) ==
+    AuthoritativeStateTask(IF Found(r, w, p) = {} THEN NoTask
+                           ELSE (CHOOSE d \in Found(r, w, p) : TRUE).task, reported)
+WorkPart(r, w, p, ok) ==
+    IF ok THEN CompleteWork(journal, w, r, ResultToken(r, w, p))
+    ELSE AbandonWork(journal, w, r, ResultToken(r, w, p))
+StatePart(r, w, p, reported, ok) ==
+    IF ok THEN CompleteState(coordinator, ResultTask(r, w, p, reported), r, ResultToken(r, w, p))
+    ELSE AbandonState(coordinator, ResultTask(r, w, p, reported), r, ResultToken(r, w, p))
+
 (* CommitResult(r, w, p, reported, ok): the containers' side of a result    *)
 (* that is not stale.  The owner token is <<r, stored gen>> when a dispatch *)
 (* is found, else <<r, p>> (a result the master has forgotten, e.g. across *)
@@ -451,16 +472,11 @@ IsStale(r, w, p) ==
 (* that is not exactly its lease's owner (L2).  The dispatch found ends.    *)
 CommitResult(r, w, p, reported, ok) ==
     LET found == Found(r, w, p)
-        disp  == CHOOSE d \in found : TRUE
-        tok   == IF found = {} THEN p ELSE disp.gen
-        t     == AuthoritativeStateTask(IF found = {} THEN NoTask ELSE disp.task, reported)
-        wr    == IF ok THEN CompleteWork(journal, w, r, tok)
-                       ELSE AbandonWork(journal, w, r, tok)
-        sr    == IF ok THEN CompleteState(coordinator, t, r, tok)
-                       ELSE AbandonState(coordinator, t, r, tok)
+        wr    == WorkPart(r, w, p, ok)
     IN  /\ journal' = wr.next
-        /\ coordinator' = IF wr.ok /\ t # NoTask THEN sr.next ELSE coordinator
-        /\ active' = IF found = {} THEN active ELSE active \ {disp}
+        /\ coordinator' = IF wr.ok /\ ResultTask(r, w, p, reported) # NoTask
+                          THEN StatePart(r, w, p, reported, ok).next ELSE coordinator
+        /\ active' = IF found = {} THEN active ELSE active \ {CHOOSE d \in found : TRUE}
 
 (* DeliverResult(r, w, reported, ok, keep, withgen) mirrors                *)
 (* system.deliver_result (Master.handle_result).  Enabled for a result in   *)
@@ -504,6 +520,72 @@ RestartMaster ==
     /\ coordinator' = RecoverStates(RestartCoordinator(coordinator)).next
     /\ active' = {}
     /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
+
+(***************************************************************************)
+(* Crash mid-step (issue 21 point 2).  The master writes the journal       *)
+(* before the coordinator in every step, and a SIGKILL between the two     *)
+(* leaves the journal's part on disk without the coordinator's.  Each      *)
+(* Crash action is such a step cut after its journal part, followed by the *)
+(* restart on those files (RestartMaster's effect, RestartFrom), at one    *)
+(* instant; enabled while a restart is (epoch at most MaxRestarts) and the *)
+(* journal part writes something (else it is RestartMaster itself).  The   *)
+(* twin CoordinatorFirst writes the coordinator first: its crash leaves the*)
+(* coordinator's part instead.                                             *)
+(***************************************************************************)
+
+\* The restart on the files a crashed step left: journal j, coordinator c.
+RestartFrom(j, c) ==
+    /\ journal' = RecoverWork(j).next
+    /\ coordinator' = RecoverStates(RestartCoordinator(c)).next
+    /\ active' = {}
+
+(* CrashDispatchWork(w, r) mirrors system.crash_dispatch_work.  Enabled     *)
+(* when DispatchWork(w, r) is and LeaseWork grants: the work lease is on    *)
+(* disk (for a refused dispatch, before RejectDispatch gave it back), the   *)
+(* state lease is not, nothing was sent.                                    *)
+CrashDispatchWork(w, r) ==
+    LET lw == LeaseWork(journal, w, r, NextGen)
+        ls == LeaseState(coordinator, TaskOf[w], r, NextGen)
+    IN  /\ coordinator.epoch <= MaxRestarts
+        /\ Cardinality(Slots(r)) < Pipeline
+        /\ IF CoordinatorFirst THEN ls.ok ELSE lw.ok
+        /\ IF CoordinatorFirst THEN RestartFrom(journal, ls.next)
+           ELSE RestartFrom(lw.next, coordinator)
+        /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
+
+(* CrashDeliverResult(r, w, reported, ok, withgen) mirrors                 *)
+(* system.crash_deliver_result.  Enabled for a result DeliverResult would   *)
+(* commit (not stale) whose WorkPart succeeds: the message is consumed,     *)
+(* the journal's completion (or abandon) is on disk, the coordinator's      *)
+(* CompleteState (AbandonState) is not: the task's statistics miss it.      *)
+CrashDeliverResult(r, w, reported, ok, withgen) ==
+  \E g \in InFlight(r, w) :
+    LET p  == IF withgen THEN g ELSE 0
+        t  == ResultTask(r, w, p, reported)
+        wr == WorkPart(r, w, p, ok)
+        sr == StatePart(r, w, p, reported, ok)
+    IN  /\ withgen => g # 0
+        /\ coordinator.epoch <= MaxRestarts
+        /\ ~IsStale(r, w, p)
+        /\ IF CoordinatorFirst THEN t # NoTask /\ sr.ok ELSE wr.ok
+        /\ ConsumeResult(r, w, g, FALSE)
+        /\ IF CoordinatorFirst THEN RestartFrom(journal, sr.next)
+           ELSE RestartFrom(wr.next, coordinator)
+        /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
+
+(* CrashReclaimExpired mirrors system.crash_reclaim_expired.  Enabled when  *)
+(* RecoverWork reclaims something: its reclaims are on disk, RecoverStates' *)
+(* are not.  The restart at the same instant recovers the same leases       *)
+(* again, so its successor is RestartMaster's; stated so that every         *)
+(* crashed step of the master is an action of its own.                      *)
+CrashReclaimExpired ==
+    LET rw == RecoverWork(journal)
+        rs == RecoverStates(coordinator)
+    IN  /\ coordinator.epoch <= MaxRestarts
+        /\ IF CoordinatorFirst THEN rs.gone # {} ELSE rw.gone # {}
+        /\ IF CoordinatorFirst THEN RestartFrom(journal, rs.next)
+           ELSE RestartFrom(rw.next, coordinator)
+        /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
 
 (* Tick: enabled while both clocks are below MaxWall; one tick passes on    *)
 (* both.                                                                    *)
@@ -559,6 +641,11 @@ Next ==
              DeliverResult(r, w, reported, ok, keep, withgen)
     \/ ReclaimExpired
     \/ RestartMaster
+    \/ \E r \in Ranks, w \in Works : CrashDispatchWork(w, r)
+    \/ \E r \in Ranks, w \in Works, reported \in Tasks \cup {NoTask},
+          ok \in BOOLEAN, withgen \in BOOLEAN :
+             CrashDeliverResult(r, w, reported, ok, withgen)
+    \/ CrashReclaimExpired
     \/ Tick
     \/ \E to \in 0..MaxWall : RollbackClock(to)
     \/ Reboot
@@ -595,17 +682,18 @@ L2_OwnerFenced ==
         /\ Owned(coordinator, d.task, d.rank, d.gen)
 
 \* L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
-\* Every journal lease a step grants (but a legacy record) belongs to a dispatch that step
-\* starts, and, but across a restart, every dispatch a step ends holds no work lease after it.
+\* But across a restart (a crash mid-step leaves its lease to expire), every journal lease a
+\* step grants (but a legacy record) belongs to a dispatch that step starts, and every dispatch
+\* a step ends holds no work lease after it.
 L1OrphanStep ==
-    /\ \A w \in DOMAIN journal'.leases :
-          LET x == journal'.leases[w]
-          IN  (/\ ~(Has(journal.leases, w) /\ journal.leases[w] = x)
-               /\ x.clock # "legacy")
-                 => \E d \in active' \ active :
-                       d.rank = x.owner /\ d.work = w /\ d.gen = x.gen
-    /\ coordinator'.epoch = coordinator.epoch =>
-          \A d \in active \ active' : ~OwnsWork(journal', d.work, d.rank, d.gen)
+    coordinator'.epoch = coordinator.epoch =>
+       /\ \A w \in DOMAIN journal'.leases :
+             LET x == journal'.leases[w]
+             IN  (/\ ~(Has(journal.leases, w) /\ journal.leases[w] = x)
+                  /\ x.clock # "legacy")
+                    => \E d \in active' \ active :
+                          d.rank = x.owner /\ d.work = w /\ d.gen = x.gen
+       /\ \A d \in active \ active' : ~OwnsWork(journal', d.work, d.rank, d.gen)
 
 \* L1: A work lease is held only for a dispatch the master holds: none is left behind by a refusal or a forgotten dispatch.
 L1_NoOrphanLease == [][L1OrphanStep]_vars
@@ -656,8 +744,22 @@ L3Step ==
 L3_RefusalChangesNothing == [][L3Step]_vars
 
 \* L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
-L4_UnixClockDomain ==
-    \A w \in DOMAIN journal.leases : journal.leases[w].clock # "mono"
+\* Stated over what it protects: a reboot (the monotonic origin reset) changes no lease's
+\* recovery verdict, journal or coordinator, so none becomes a permanent future lease across it
+\* (F314's scenario: "not even lease_ttl=0 reclaims it").
+L4RebootStep ==
+    reboots' # reboots =>
+        /\ \A w \in DOMAIN journal.leases :
+              LET x == journal.leases[w]
+              IN  Reclaimable(x.updated, x.clock, wall, mono)
+                     = Reclaimable(x.updated, x.clock, wall', mono')
+        /\ \A t \in DOMAIN coordinator.leases :
+              LET y == coordinator.leases[t]
+              IN  Reclaimable(y.updated, "unix", wall, mono)
+                     = Reclaimable(y.updated, "unix", wall', mono')
+
+\* L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.
+L4_UnixClockDomain == [][L4RebootStep]_vars
 
 \* L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
 L5_LegacyMigratable ==
@@ -674,6 +776,11 @@ NoStuckLease ==
         /\ \A t \in DOMAIN coordinator.leases :
               coordinator.leases[t].epoch = coordinator.epoch =>
                  Frees(coordinator.leases[t].updated, "unix")
+
+\* Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
+CompletionsAccounted ==
+    \A t \in DOMAIN coordinator.stats :
+        coordinator.stats[t].completions <= Cardinality({w \in journal.completed : TaskOf[w] = t})
 
 \* L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
 \* Every active state lease belongs to a live dispatch of its owner (token) in this epoch.

@@ -3,9 +3,9 @@
 Every rule draws its arguments and calls one ``do_*`` action, which applies the same action to
 the model (``leasefence.model``) and to the implementation (``leasefence.impl``), compares the
 two return values, then compares the implementation's abstract state (``refinement``) with the
-model's, and checks the two-state properties (L3, L6's statistics, L7) on both sides. After every
-step the state invariants (``type_ok``, L1, L2, L4, L5, L6, ``no_stuck_lease``) are checked on
-both sides as ``@invariant()``s named like the model's functions. The ``do_*`` actions take plain
+model's, and checks the two-state properties (L3, L4's reboot, L6's statistics, L7) on both
+sides. After every step the state invariants (``type_ok``, L1, L2, L5, L6, ``no_stuck_lease``,
+``completions_accounted``) are checked on both sides as ``@invariant()``s named like the model's functions. The ``do_*`` actions take plain
 arguments, so a scenario file (``conformance.scenarios``) replays the same steps without
 Hypothesis. One module per machine:
 

@@ -19,7 +19,7 @@ class JournalMachine(ConformanceMachine):
 
     NAME = "journal"
     BOUNDS = gen.JOURNAL_BOUNDS
-    CHECKED = frozenset({"TypeOK", "L4_UnixClockDomain", "L5_LegacyMigratable", "NoStuckLease"})
+    CHECKED = frozenset({"TypeOK", "L5_LegacyMigratable", "NoStuckLease"})
 
     def __init__(self, start: int = gen.START) -> None:
         super().__init__(start)

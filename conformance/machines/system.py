@@ -3,12 +3,14 @@ validation at the end of every run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis.stateful import initialize, rule
 
 from leasefence.conformance import strategies as gen
+from leasefence.conformance.actions import snake
 from leasefence.conformance.coverage import COVERAGE
 from leasefence.conformance.machines.base import ConformanceFailure
 from leasefence.conformance.machines.master import MasterMachine
@@ -17,13 +19,19 @@ from leasefence.conformance.tracecheck import validate
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import WorkLeaseJournal, encode_record, legacy_lease_line
 from leasefence.impl.trace import TraceWriter
+from leasefence.impl.wire import Generation, Rank, WorkId
 from leasefence.model import journal as jo
 from leasefence.model import system as sy
 from leasefence.model.rules import CLOCK_UNIX
-from leasefence.model.state import get
+from leasefence.model.state import State, get
 from leasefence.model.system import Bounds
 
 M = TypeVar("M", bound="SystemMachine")
+
+
+def kw(generation: Generation | None) -> dict[str, Generation]:
+    """``generation=`` for a container call, only when there is one (as the master calls them)."""
+    return {} if generation is None else {"generation": generation}
 
 
 #: A memory file system, when there is one: the transition replay's files go there (fsync is
@@ -151,6 +159,94 @@ class SystemMachine(MasterMachine):
             return coordinator.epoch
 
         self.step("restart_master", (), model, impl)
+
+    def crash(
+        self, name: str, args: tuple[object, ...], model: State, first: Callable[[], None]
+    ) -> None:
+        """A Crash action: the model's successor is ``model``; on the implementation ``first()``
+        writes the journal's part of the step straight to the running master's journal (no
+        trace line: the step never finished), then the master is killed and opened again on
+        the same files (its restart traces what it read: trace validation names the crash)."""
+        self.case(f"crash: {name}")
+        self.recovering()
+        self.killing()
+
+        def on_model() -> None:
+            self.m = model
+
+        def impl() -> None:
+            before = self.surviving()
+            first()
+            self.master_().close()
+            self.master = None
+            self.master = self.open_master()
+            survived = self.surviving()
+            assert survived["stats"] == before["stats"], "a crash changed the statistics"
+
+        self.step(snake(name), args, on_model, impl)
+
+    def do_crash_dispatch_work(self, work: str, rank: int) -> None:
+        """CrashDispatchWork(w, r): the master is killed after ``journal.lease`` of a dispatch
+        (before the state lease), then restarted."""
+        model = sy.crash_dispatch_work(self.m, work, rank, self.BOUNDS)
+        assert model is not None, f"CrashDispatchWork({work}, {rank}) is not enabled"
+        model_gen = sy.next_generation(self.m, self.BOUNDS)
+
+        def first() -> None:
+            master = self.master_()
+            generation = master.next_generation(Rank(rank))
+            self.names.bind(rank, generation, model_gen)
+            assert master.journal.lease(WorkId(work), rank, **kw(generation))
+
+        self.crash("CrashDispatchWork", (work, rank), model, first)
+
+    def do_crash_deliver_result(
+        self,
+        rank: int,
+        work: str,
+        reported: str | None,
+        ok: bool,
+        generation: int = 0,
+        presented: int | None = None,
+    ) -> None:
+        """CrashDeliverResult(r, w, reported, ok, withgen): a result in flight is received, its
+        journal part (``complete`` or ``abandon`` with the master's token) is written, and the
+        master is killed before the coordinator's, then restarted; the message is consumed."""
+        p = generation if presented is None else presented
+        key = (rank, work, generation)
+        assert key in self.in_flight(), f"no result of {key} is in flight"
+        model = sy.crash_deliver_result(
+            self.m, rank, work, reported, ok, self.BOUNDS, generation, p
+        )
+        assert model is not None, f"CrashDeliverResult{key} is not enabled"
+        found = sy.found_dispatches(self.m, rank, work, p)
+        token = self.impl_generation(rank, sy.result_token(found, p))
+
+        def first() -> None:
+            journal = self.master_().journal
+            call = journal.complete if ok else journal.abandon
+            assert call(WorkId(work), worker=rank, **kw(token))
+            if self.BOUNDS.generations:
+                self.env.gnet = self.env.gnet - {key}
+            else:
+                self.env.net = self.env.net - {(rank, work)}
+
+        args: tuple[object, ...] = (rank, work, reported, ok)
+        if self.BOUNDS.generations:
+            args += (generation, p)
+        self.crash("CrashDeliverResult", args, model, first)
+        self.delivered.add(key)
+
+    def do_crash_reclaim_expired(self) -> None:
+        """CrashReclaimExpired: ``journal.recover(ttl)`` reaches disk, the master is killed
+        before the coordinator's recovery, then restarted."""
+        model = sy.crash_reclaim_expired(self.m, self.BOUNDS)
+        assert model is not None, "CrashReclaimExpired is not enabled"
+
+        def first() -> None:
+            assert self.master_().journal.recover(self.BOUNDS.ttl)
+
+        self.crash("CrashReclaimExpired", (), model, first)
 
     def do_legacy_record(self, work: str, worker: int) -> None:
         """LegacyRecord(w, r) on a running master (enabled while the journal holds no record):

@@ -159,8 +159,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="explore every reachable state and check L1-L7",
         description=(
             "Breadth-first exploration of every state reachable under the bounds, checking "
-            "TypeOK, L1-L7 and NoStuckLease in every state and transition. Exits 0 when all "
-            "hold, 1 with the shortest counterexample when one is violated, 2 on bad usage. "
+            "TypeOK, L1-L7, NoStuckLease and CompletionsAccounted in every state and transition. "
+            "Exits 0 when all hold, 1 with the shortest counterexample when one is violated, 2 "
+            "on bad usage. "
             "With --flavour defectN it checks the protocol with F314's defect N switched back "
             "on, which must fail."
         ),

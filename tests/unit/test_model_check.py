@@ -54,6 +54,7 @@ TWIN_WITNESSES = {
     Flavour.RECLAIM_EARLY: ["DispatchWork", "ReclaimExpired"],
     Flavour.RESTART_KEEPS_OWNERS: ["DispatchWork", "RestartMaster"],
     Flavour.RESTART_DROPS_STATS: ["DispatchWork", "DeliverResult", "RestartMaster"],
+    Flavour.COORDINATOR_FIRST: ["DispatchWork", "CrashDeliverResult"],
 }
 
 

@@ -44,7 +44,7 @@ PIPELINED = Bounds(max_wall=1, max_dups=0, pipeline=2)
 def test_depth_one_rank_fencing_explores_exactly_f314s_graph() -> None:
     result = explore(Bounds(max_wall=1, max_dups=0))
     assert result.ok
-    assert result.states == 9176  # as MCLeaseFence.cfg, before pipelining existed
+    assert result.states == 10718  # as MCLeaseFence.cfg (9,176 before the crash actions)
 
 
 def test_rank_fencing_at_depth_two_lets_a_forgotten_result_take_a_newer_dispatchs_state() -> None:

@@ -144,6 +144,7 @@ def test_a_step_made_durable_but_never_traced_before_a_kill_is_accepted_when_the
     report = validate(lines)
     assert report.ok, report.divergence
     assert report.lost_steps == 1
+    assert report.crashes == {"CrashDispatchWork": 1}  # the journal half of a dispatch
 
 
 def test_a_disk_state_no_single_step_explains_is_a_divergence() -> None:
@@ -175,6 +176,33 @@ def test_a_kill_inside_a_refused_dispatch_before_its_work_lease_was_given_back_i
     report = validate(lines)
     assert report.ok, report.divergence
     assert report.lost_steps == 1
+    assert report.crashes == {"CrashDispatchWork": 1}
+
+
+def test_a_kill_after_the_journal_half_of_a_result_is_the_specs_crash_deliver_result() -> None:
+    # W3's result from rank 2 completed W3 in the journal; the master died before s2's
+    # CompleteState: s2 books no completion (the journal's count is higher, which
+    # CompletionsAccounted allows), and the restarted master voids rank 2's stale lease.
+    disk = {
+        "journal": {"leases": {}, "completed": [W1, W3], "attempts": {W1: 1, W2: 1, W3: 1}},
+        "coordinator": {"epoch": 2, "leases": {"s2": [2, 0.0, 1]}, "stats": {"s1": [1, 0]}},
+    }
+    lines = [
+        *GOOD[:5],
+        json.dumps({"event": "RestartMaster", "now": 102.0, "recovered": disk}),
+        json.dumps(
+            {"event": "DispatchWork", "w": W2, "r": 1, "now": 102.5, "ok": True, "refused": None}
+        ),
+    ]
+    report = validate(lines)
+    assert report.ok, report.divergence
+    assert (report.lost_steps, report.crashes) == (1, {"CrashDeliverResult": 1})
+    # the same disk state with the completion booked is the whole step, lost: no crash
+    disk["coordinator"] = {"epoch": 2, "leases": {}, "stats": {"s1": [1, 0], "s2": [1, 0]}}
+    lines[5] = json.dumps({"event": "RestartMaster", "now": 102.0, "recovered": disk})
+    report = validate(lines)
+    assert report.ok, report.divergence
+    assert (report.lost_steps, report.crashes) == (1, {})
 
 
 def test_a_duplicated_result_then_a_new_dispatch_of_the_same_work_to_the_same_rank_validates() -> (

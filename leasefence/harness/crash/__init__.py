@@ -25,9 +25,10 @@ The oracle (``oracle``)
     "everything step ``a + 1`` could have written". Fewer is a *lost acknowledged operation*;
     more, or a state that is no prefix at all, is a violation too. Each recovered state is
     mapped onto the model's ``State`` by ``conformance.refinement`` (generations included) and
-    checked with ``model.invariants`` (TypeOK, L1-L6, NoStuckLease; L3 and L6's statistics
-    across the crash, from the last durable state). Opening may raise nothing at all: a crash
-    must never produce ``JournalCorrupt`` or ``SnapshotError``. After a torn tail, one more lease
+    checked with ``model.invariants`` (TypeOK, L1-L6, NoStuckLease, CompletionsAccounted but on
+    the coordinator alone; L3 and L6's statistics across the crash, from the last durable
+    state). Opening may raise nothing at all: a crash must never produce ``JournalCorrupt`` or
+    ``SnapshotError``. After a torn tail, one more lease
     is written and the journal reopened, to check the tail is cut and kept in ``.broken``.
 
 Family ``kill`` (``runner.check_kill``)

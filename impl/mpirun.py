@@ -93,7 +93,8 @@ class RunHooks(DispatchHooks):
         """The master is open (``restarting``: on an existing journal)."""
 
     def on_end(self, master: Master) -> None:
-        """The loop ended with every item completed."""
+        """The loop ended: every item completed or given up, or the rest starved
+        (``Master.starved``: no step could settle them; the run then exits 1)."""
 
     def close(self) -> None:
         """The run is over (also after an error)."""
@@ -304,11 +305,22 @@ def _serve(
         print(f"  {name:<25}{value}", file=out)
     out.flush()
     c = master.counters
+    # Liveness (EveryItemSettled): every item completed or given up, none left behind.
+    unsettled = master.unfinished()
     ok = (
         c.duplicate_completions == 0
         and summary["completed_in_journal"] == len(catalogue)
         and c.given_up == 0
+        and not unsettled
     )
+    if unsettled:
+        print(
+            f"leasefence run: {len(unsettled)} item(s) neither completed nor given up, and no "
+            f"step could change that ({', '.join(w[:12] for w in unsettled[:5])}"
+            f"{', ...' if len(unsettled) > 5 else ''}): exit {EXIT_FAILED}",
+            file=err,
+            flush=True,
+        )
     if c.given_up:
         gone = [w[:12] for w in master.catalogue if master.given_up(w)]
         print(
@@ -371,6 +383,7 @@ def _report(
             "invalid answers)",
         ),
         ("failed / given up", f"{c.failed} / {c.given_up}"),
+        ("neither (starved)", f"{len(master.unfinished())}"),
         ("reclaimed leases", f"{c.reclaimed_work} work, {c.reclaimed_states} state"),
         ("solver CPU", f"{c.solver_cpu_s:.2f} s"),
         (

@@ -58,6 +58,8 @@ def run_configs(cfgs: list[Path], workers: int | str, json_path: Path | None) ->
         print(f"  {v.summary()}")
         for step in v.result.counterexample:
             print(f"    {step.number}. {step.action}")
+        if v.result.lasso:
+            print(f"    then {v.result.lasso}, for ever")
         if not v.ok and v.result.errors:
             for line in v.result.errors[:3]:
                 print("    " + line.replace("\n", "\n    "))

@@ -130,9 +130,10 @@ def parse_tool_output(config: str, exit_code: int, text: str) -> TlcResult:
 
 def _trace_step(body: str) -> TraceStep:
     head, _, rest = body.partition("\n")
-    m = re.match(r"(\d+): <(\w+)", head)
+    m = re.match(r"(\d+): <([\w!]+)", head)
     number = int(m.group(1)) if m else 0
-    action = m.group(2) if m else head.split(": ", 1)[-1]
+    # An action of an instantiated module reads "LF!DispatchWork": the action's own name.
+    action = m.group(2).rsplit("!", 1)[-1] if m else head.split(": ", 1)[-1]
     if action == "Initial":
         action = "Init"
     return TraceStep(number, action, parse_state(rest))

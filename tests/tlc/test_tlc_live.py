@@ -62,11 +62,12 @@ def test_the_runner_reads_a_temporal_violation_and_its_lasso() -> None:
         + msg(
             2217, "2: <Tick line 1, col 1 to line 2, col 2 of module LeaseFenceLive>\n/\\ wall = 1"
         )
+        + msg(2217, "3: <LF!ReclaimExpired line 9, col 1 of module LeaseFence>\n/\\ wall = 1")
         + msg(2122, "2: Back to state 1")
     )
     r = parse_tool_output("X.cfg", 13, text)
     assert r.violation_kind == "temporal property"
-    assert [s.action for s in r.counterexample] == ["Init", "Tick"]
+    assert [s.action for s in r.counterexample] == ["Init", "Tick", "ReclaimExpired"]
     assert r.lasso is not None
     assert r.lasso.startswith("back to state")
     assert parse_tool_output("X.cfg", 13, msg(2116, "x") + msg(2218, "3: Stuttering")).lasso == (

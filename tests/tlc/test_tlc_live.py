@@ -73,3 +73,17 @@ def test_the_runner_reads_a_temporal_violation_and_its_lasso() -> None:
     assert parse_tool_output("X.cfg", 13, msg(2116, "x") + msg(2218, "3: Stuttering")).lasso == (
         "stuttering"
     )
+
+
+def test_tlc_agree_on_a_live_config_compares_verdicts_and_writes_them(
+    tools: Tools, tmp_path: Path
+) -> None:
+    import json
+
+    from leasefence.tlc.commands import EXIT_OK, run
+
+    out = tmp_path / "agree.json"
+    assert run(["agree", "BuggyLive_EveryRankIdle"], False, 1, out) == EXIT_OK
+    (row,) = json.loads(out.read_text())
+    assert row["ok"] is True
+    assert row["tlc"] == row["model"] == "EveryRankIdle"

@@ -291,6 +291,8 @@ def _serve(
                 err.flush()
                 master = master_dispatch(master, transport, hooks=loop)
                 summary = master.summary()
+                # Liveness (EveryItemSettled): items neither completed nor given up.
+                unsettled = master.unfinished()
                 hooks.on_end(master)
             finally:
                 loop.master.close()
@@ -298,15 +300,13 @@ def _serve(
         if trace is not None:
             trace.close()
         hooks.close()
-    lines = _report(master, summary, loop.coverage, time.monotonic() - start)
+    lines = _report(master, summary, unsettled, loop.coverage, time.monotonic() - start)
     lines[-1:-1] = hooks.summary()
     print("leasefence run: done", file=out)
     for name, value in lines:
         print(f"  {name:<25}{value}", file=out)
     out.flush()
     c = master.counters
-    # Liveness (EveryItemSettled): every item completed or given up, none left behind.
-    unsettled = master.unfinished()
     ok = (
         c.duplicate_completions == 0
         and summary["completed_in_journal"] == len(catalogue)
@@ -360,7 +360,11 @@ def _banner(config: RunConfig, hooks: RunHooks, master: Master, workers: int) ->
 
 
 def _report(
-    master: Master, summary: dict[str, Any], coverage: Coverage, wall: float
+    master: Master,
+    summary: dict[str, Any],
+    unsettled: list[WorkId],
+    coverage: Coverage,
+    wall: float,
 ) -> list[tuple[str, str]]:
     """The lines of the final report, by name."""
     c = master.counters
@@ -383,7 +387,7 @@ def _report(
             "invalid answers)",
         ),
         ("failed / given up", f"{c.failed} / {c.given_up}"),
-        ("neither (starved)", f"{len(master.unfinished())}"),
+        ("neither (starved)", f"{len(unsettled)}"),
         ("reclaimed leases", f"{c.reclaimed_work} work, {c.reclaimed_states} state"),
         ("solver CPU", f"{c.solver_cpu_s:.2f} s"),
         (

@@ -65,6 +65,9 @@ class Journal(Protocol):
     @property
     def completed(self) -> frozenset[str]: ...
 
+    @property
+    def leases(self) -> Mapping[str, object]: ...
+
     def lease(self, work_id: str, worker: int, generation: Generation | None = None) -> bool: ...
 
     def complete(
@@ -102,6 +105,8 @@ class Coordinator(Protocol):
     def discard(self, task_id: str, worker: int, generation: Generation | None = None) -> bool: ...
 
     def recover_expired(self, lease_ttl: float) -> list[str]: ...
+
+    def active_owner(self, task_id: str) -> int | None: ...
 
 
 class StepClock:
@@ -888,6 +893,24 @@ class Master:
             self._done = set(self.journal.completed)
             self._order, self._front, self._dirty = list(self.catalogue), 0, True
         return not exact
+
+    def starved(self) -> list[WorkId]:
+        """The unfinished items when nothing can change any more (else ``[]``): no dispatch is
+        active, nothing changed since the last round offered every idle rank its candidates,
+        and no unfinished item holds a work lease or a task lease that could still expire. A
+        late result cannot complete anything then (every release is fenced by the owner's
+        lease), so these items would never be completed or given up: the liveness property
+        ``EveryItemSettled`` (tla/LeaseFenceLive.tla) is broken, and the loop stops on it
+        instead of spinning for ever (a candidate policy that leaves an item out ends here)."""
+        if self._slots or self._dirty:
+            return []
+        left = self.unfinished()
+        held = self.journal.leases
+        for work_id in left:
+            task = self.catalogue[work_id].state_task_id
+            if work_id in held or self.coordinator.active_owner(task) is not None:
+                return []
+        return left
 
     def dispatch_pending(self, ranks: Iterable[Rank]) -> list[tuple[Rank, Work]]:
         """Give work to the idle ``ranks``; returns the (rank, WORK) messages to send.

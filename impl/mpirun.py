@@ -97,7 +97,8 @@ class RunHooks(DispatchHooks):
         """The master is open (``restarting``: on an existing journal)."""
 
     def on_end(self, master: Master) -> None:
-        """The loop ended with every item completed."""
+        """The loop ended: every item completed or given up, or the rest starved
+        (``Master.starved``: no step could settle them; the run then exits 1)."""
 
     def close(self) -> None:
         """The run is over (also after an error)."""
@@ -295,6 +296,8 @@ def _serve(
                 err.flush()
                 master = master_dispatch(master, transport, hooks=loop)
                 summary = master.summary()
+                # Liveness (EveryItemSettled): items neither completed nor given up.
+                unsettled = master.unfinished()
                 hooks.on_end(master)
             finally:
                 loop.master.close()
@@ -302,7 +305,7 @@ def _serve(
         if trace is not None:
             trace.close()
         hooks.close()
-    lines = _report(master, summary, loop.coverage, time.monotonic() - start)
+    lines = _report(master, summary, unsettled, loop.coverage, time.monotonic() - start)
     lines[-1:-1] = hooks.summary()
     print("leasefence run: done", file=out)
     for name, value in lines:
@@ -313,7 +316,16 @@ def _serve(
         c.duplicate_completions == 0
         and summary["completed_in_journal"] == len(catalogue)
         and c.given_up == 0
+        and not unsettled
     )
+    if unsettled:
+        print(
+            f"leasefence run: {len(unsettled)} item(s) neither completed nor given up, and no "
+            f"step could change that ({', '.join(w[:12] for w in unsettled[:5])}"
+            f"{', ...' if len(unsettled) > 5 else ''}): exit {EXIT_FAILED}",
+            file=err,
+            flush=True,
+        )
     if c.given_up:
         gone = [w[:12] for w in master.catalogue if master.given_up(w)]
         print(
@@ -353,7 +365,11 @@ def _banner(config: RunConfig, hooks: RunHooks, master: Master, workers: int) ->
 
 
 def _report(
-    master: Master, summary: dict[str, Any], coverage: Coverage, wall: float
+    master: Master,
+    summary: dict[str, Any],
+    unsettled: list[WorkId],
+    coverage: Coverage,
+    wall: float,
 ) -> list[tuple[str, str]]:
     """The lines of the final report, by name."""
     c = master.counters
@@ -376,6 +392,7 @@ def _report(
             "invalid answers)",
         ),
         ("failed / given up", f"{c.failed} / {c.given_up}"),
+        ("neither (starved)", f"{len(unsettled)}"),
         ("reclaimed leases", f"{c.reclaimed_work} work, {c.reclaimed_states} state"),
         ("solver CPU", f"{c.solver_cpu_s:.2f} s"),
         (

@@ -346,7 +346,7 @@ def master_dispatch(
 ) -> Master:
     """The master loop (rank 0): dispatch to idle ranks, handle results, reclaim expired leases
     every ``reclaim_every`` seconds (default a quarter of the TTL), until every work item is
-    completed; then STOP every worker and keep handling results until each has said BYE.
+    completed or given up (or ``Master.starved`` says none of the rest can ever be); then STOP every worker and keep handling results until each has said BYE.
 
     When ``hooks.restart_due`` says so the master restarts inside the job
     (``Master.restart_in_job``: the workers keep running and the results in flight reach the new
@@ -380,7 +380,8 @@ def master_dispatch(
         deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
 
     master = pump()
-    while not master.finished:
+    # Until every item is completed or given up, or nothing can change any more (starved).
+    while not master.finished and not master.starved():
         env = transport.receive(poll)
         while env is not None:  # every result already waiting, decided in one group
             handle(env)

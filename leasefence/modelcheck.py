@@ -10,13 +10,15 @@ from collections.abc import Collection
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from leasefence.model.check import CheckResult, changes, explore, format_label
+from leasefence.model.check import CheckResult, Step, changes, explore, format_label
 from leasefence.model.flavours import (
     DESCRIPTIONS,
     EXPECTED_VIOLATIONS,
     Flavour,
     expected_violations,
 )
+from leasefence.model.live import LiveBounds, expected_live_violations
+from leasefence.model.livecheck import LiveResult, check_live
 from leasefence.model.system import Bounds
 from leasefence.report import FAIL, PASS, Row
 
@@ -156,3 +158,128 @@ def layer_model(deep: bool) -> list[Row]:
             )
         )
     return rows
+
+
+def run_live_check(
+    lb: LiveBounds, json_path: Path | None = None, only: Collection[str] | None = None
+) -> int:
+    """``leasefence model check --live``: build the live graph, check TypeOK and the liveness
+    properties under the spec's fairness, print the figures and any lasso counterexample, write
+    them as JSON to ``json_path``; 0 when every property holds, else 1."""
+    start = time.perf_counter()
+    result = check_live(lb, only)
+    elapsed = time.perf_counter() - start
+    b = lb.base
+    what = "LiveSpec" if lb.fair else "LiveSpecUnfair (no fairness)"
+    bugs = [f"starve {sorted(lb.starve)}"] if lb.starve else []
+    bugs += ["recovery halts after a rollback"] if lb.halt_after_rollback else []
+    print(
+        f"live check, {what}, flavour {b.flavour.value}" + (f", {', '.join(bugs)}" if bugs else "")
+    )
+    print(
+        f"  bounds: works {dict(b.task_of)}, ranks {list(b.ranks)}, ttl {b.ttl}, "
+        f"max_wall {b.max_wall}, reboots {b.max_reboots}, rollbacks {b.max_rollbacks}, "
+        f"restarts {b.max_restarts}, attempts {b.max_attempts} per item, dups {b.max_dups}"
+    )
+    print(
+        f"  {result.states:,} distinct states, {result.transitions:,} transitions, "
+        f"depth {result.depth}, {elapsed:.2f} s"
+    )
+    if result.ok:
+        print("  OK: TypeOK, EveryLeaseFreed, EveryRankIdle, EveryItemSettled hold")
+    else:
+        print(f"  VIOLATED: {', '.join(result.violated)} ({result.instance})")
+        _print_lasso(result)
+        expected = expected_live_violations(lb)
+        if expected:
+            hit = sorted(expected & set(result.violated))
+            print(f"  expected: one of {sorted(expected)}; matched: {hit or 'NONE'}")
+    if json_path:
+        doc = {
+            "fair": lb.fair,
+            "starve": sorted(lb.starve),
+            "halt_after_rollback": lb.halt_after_rollback,
+            "flavour": b.flavour.value,
+            "bounds": {k: v for k, v in asdict(b).items() if k != "flavour"},
+            "states": result.states,
+            "transitions": result.transitions,
+            "depth": result.depth,
+            "seconds": round(elapsed, 3),
+            "violated": result.violated,
+            "instance": result.instance,
+            "prefix": [_step_json(s) for s in result.prefix],
+            "loop": [_step_json(s) for s in result.loop],
+            "loop_note": result.fair_note,
+        }
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0 if result.ok else 1
+
+
+def _step_json(step: Step) -> dict[str, str]:
+    return {"action": format_label(step.label), "state": repr(step.state)}
+
+
+def _print_lasso(result: LiveResult) -> None:
+    """The lasso: the prefix from Init, then the loop (or the stuttering) repeated for ever."""
+    print(f"  counterexample: a prefix of {len(result.prefix) - 1} steps, then {result.fair_note}")
+    prev = None
+    for i, step in enumerate(result.prefix):
+        print(f"  {i:>3}. {format_label(step.label)}")
+        if prev is not None:
+            for line in changes(prev, step.state) or ["(no change)"]:
+                print(f"         {line}")
+        prev = step.state
+    back = len(result.prefix) - 1
+    for i, step in enumerate(result.loop, start=len(result.prefix)):
+        print(f"  {i:>3}. {format_label(step.label)}")
+        if prev is not None:
+            for line in changes(prev, step.state) or ["(no change)"]:
+                print(f"         {line}")
+        prev = step.state
+    if result.loop:
+        print(f"       back to state {back}, for ever")
+    else:
+        print(f"       state {back} stutters for ever")
+    print(f"  loop state: {result.prefix[-1].state!r}")
+
+
+def layer_live(deep: bool) -> list[Row]:
+    """The live check (issue 21 point 3) on the constants of tla/MCLeaseFenceLive.cfg: the
+    fixed protocol must pass; each planted liveness bug must fail on its property (the same
+    with ``deep``: the live bounds have one tier)."""
+    b = LIVE_CI_BOUNDS
+    cases = [
+        ("LiveSpec, fixed", LiveBounds(b)),
+        ("no fairness", LiveBounds(b, fair=False)),
+        ("recovery halts after a rollback", LiveBounds(b, halt_after_rollback=True)),
+        ("dispatcher starves w2", LiveBounds(b, starve=frozenset({"w2"}))),
+    ]
+    rows = []
+    for name, lb in cases:
+        t = time.perf_counter()
+        r = check_live(lb)
+        want = expected_live_violations(lb)
+        ok = bool(want & set(r.violated)) if want else r.ok
+        figures = (
+            f"caught: {', '.join(r.violated)} ({r.instance}), lasso {len(r.prefix) - 1}+{len(r.loop)}"
+            if want
+            else f"{r.states:,} states, {r.transitions:,} transitions"
+        )
+        rows.append(
+            Row(
+                "live check",
+                name,
+                figures,
+                PASS if ok else FAIL,
+                time.perf_counter() - t,
+                ", ".join(r.violated),
+            )
+        )
+    return rows
+
+
+#: The constants of tla/MCLeaseFenceLive.cfg (a test checks they are the config's).
+LIVE_CI_BOUNDS = Bounds(
+    task_of=(("w1", "s1"), ("w2", "s1")), max_wall=1, max_dups=0, max_reboots=0, max_attempts=2
+)

@@ -29,6 +29,7 @@ class Row:
 LAYERS: tuple[tuple[str, str], ...] = (
     ("lint/types", "leasefence.verify:layer_lint"),
     ("model check", "leasefence.modelcheck:layer_model"),
+    ("live check", "leasefence.modelcheck:layer_live"),
     ("tlc", "leasefence.tlc.layer:verify_rows"),
     ("crashcheck", "leasefence.harness.crash.layer:layer_crashcheck"),
     ("campaign", "leasefence.harness.campaign.layer:layer_campaign"),

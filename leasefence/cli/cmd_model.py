@@ -183,6 +183,29 @@ def configure(p: argparse.ArgumentParser) -> None:
             "must-fail TLC config names them (tla/Buggy_<NAME>.cfg)"
         ),
     )
+    live = c.add_argument_group(
+        "liveness (issue 21; tla/LeaseFenceLive.tla)",
+        "With --live the live system is checked instead: the clock keeps moving, --attempts "
+        "is a guard per item (--leases is not used), and EveryLeaseFreed, EveryRankIdle and "
+        "EveryItemSettled are checked under the spec's weak fairness; a violation is printed "
+        "as a lasso (a prefix, then a loop or stuttering for ever).",
+    )
+    live.add_argument("--live", action="store_true", help="check the liveness properties")
+    live.add_argument(
+        "--unfair", action="store_true", help="drop the fairness (LiveSpecUnfair): must fail"
+    )
+    live.add_argument(
+        "--starve",
+        action="append",
+        metavar="WORK",
+        default=[],
+        help="planted bug: the dispatcher never offers WORK (repeatable): must fail",
+    )
+    live.add_argument(
+        "--halt-after-rollback",
+        action="store_true",
+        help="planted bug: periodic recovery stops for good after a rollback: must fail",
+    )
     c.set_defaults(func=run_check)
     t = msub.add_parser(
         "transitions",
@@ -224,10 +247,32 @@ def run_check(args: argparse.Namespace) -> int:
     from leasefence.model.invariants import STATE_INVARIANTS, STEP_PROPERTIES
 
     only = None if args.only is None else frozenset({"TypeOK", *args.only})
+    if args.live or args.unfair or args.starve or args.halt_after_rollback:
+        return _run_live(args, only)
     unknown = sorted((only or set()) - set(STATE_INVARIANTS) - set(STEP_PROPERTIES))
     if unknown:
         raise SystemExit(f"leasefence model check: no invariant or property {', '.join(unknown)}")
     return modelcheck.run_check(bounds_from_args(args), args.quiet, args.json, only)
+
+
+def _run_live(args: argparse.Namespace, only: frozenset[str] | None) -> int:
+    from leasefence.model.live import LIVE_PROPERTIES, LiveBounds
+
+    unknown = sorted((only or set()) - set(LIVE_PROPERTIES) - {"TypeOK"})
+    if unknown:
+        raise SystemExit(
+            f"leasefence model check --live: no liveness property {', '.join(unknown)}"
+        )
+    try:
+        lb = LiveBounds(
+            bounds_from_args(args),
+            fair=not args.unfair,
+            starve=frozenset(args.starve),
+            halt_after_rollback=args.halt_after_rollback,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"leasefence model check --live: {exc}") from exc
+    return modelcheck.run_live_check(lb, args.json, only)
 
 
 def run_transitions(args: argparse.Namespace) -> int:

@@ -145,7 +145,10 @@ class FaultHooks(RunHooks):
 
     def on_end(self, master: Master) -> None:
         if self.events is not None:
-            self.events.write("end", **master.counters.as_dict())
+            # unsettled: items neither completed nor given up (EveryItemSettled; 0 in a good run).
+            self.events.write(
+                "end", unsettled=len(master.unfinished()), **master.counters.as_dict()
+            )
 
     def close(self) -> None:
         if self.events is not None:

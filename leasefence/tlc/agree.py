@@ -31,7 +31,7 @@ from leasefence.model.state import (
     as_map,
 )
 from leasefence.model.system import Bounds
-from leasefence.tlc.configs import TLA_DIR, config_constants, constant_text
+from leasefence.tlc.configs import TLA_DIR, config_constants, constant_text, module_path
 from leasefence.tlc.jar import Tools
 from leasefence.tlc.runner import TlcResult, run_tlc
 from leasefence.tlc.values import TlaParseError, Value, as_mapping, parse_state, parse_value
@@ -50,8 +50,7 @@ def bounds_of_config(cfg: Path) -> Bounds:
 
     consts = config_constants(cfg)
     task_text = consts["TaskOf"]
-    own = cfg.with_suffix(".tla")
-    mc = own if own.is_file() else TLA_DIR / "MCLeaseFence.tla"
+    mc = module_path(cfg)
     m = re.search(rf"^{re.escape(task_text)}\s*==\s*(.+?)$", mc.read_text(), re.MULTILINE)
     task_value = parse_value(m.group(1)) if m else parse_value(task_text)
     task_of = tuple(sorted((str(w), str(t)) for w, t in as_mapping(task_value).items()))

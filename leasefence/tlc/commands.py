@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from leasefence.tlc.configs import all_configs, resolve
+from leasefence.tlc.configs import all_configs, is_live, resolve
 from leasefence.tlc.jar import tools_or_reason
 from leasefence.tlc.runner import Verdict, check_config
 
@@ -22,8 +22,19 @@ def run(names: list[str], deep: bool, workers: int | str, json_path: Path | None
         if len(names) > 2:
             print("leasefence tlc agree takes at most one CONFIG", file=sys.stderr)
             return EXIT_USAGE
-        cfg = resolve(names[1] if len(names) == 2 else "MCLeaseFence.cfg")
-        return run_agree(cfg, workers, json_path)
+        if len(names) == 2:
+            cfg = resolve(names[1])
+            if is_live(cfg):
+                return run_live_agree([cfg], workers, json_path)
+            return run_agree(cfg, workers, json_path)
+        # Everything: the state graphs of the CI constants, and every live config's verdict.
+        status = run_agree(resolve("MCLeaseFence.cfg"), workers, json_path)
+        if status == EXIT_NO_TLC:
+            return status
+        from leasefence.tlc.liveagree import live_configs
+
+        live = run_live_agree(live_configs(), workers, None)
+        return max(status, live)
     try:
         cfgs = [resolve(c) for c in names] or all_configs(deep=deep)
     except SystemExit as exc:
@@ -47,6 +58,8 @@ def run_configs(cfgs: list[Path], workers: int | str, json_path: Path | None) ->
         print(f"  {v.summary()}")
         for step in v.result.counterexample:
             print(f"    {step.number}. {step.action}")
+        if v.result.lasso:
+            print(f"    then {v.result.lasso}, for ever")
         if not v.ok and v.result.errors:
             for line in v.result.errors[:3]:
                 print("    " + line.replace("\n", "\n    "))
@@ -99,6 +112,37 @@ def run_agree(cfg: Path, workers: int | str, json_path: Path | None) -> int:
         }
         _write_json(json_path, doc)
     return EXIT_OK if ag.ok else EXIT_UNEXPECTED
+
+
+def run_live_agree(cfgs: list[Path], workers: int | str, json_path: Path | None) -> int:
+    """TLC and the Python checker must give the same verdict on each live config."""
+    from leasefence.tlc.liveagree import live_agree
+
+    tools = tools_or_reason()
+    if isinstance(tools, str):
+        print(f"leasefence tlc agree: TLC unavailable: {tools}")
+        return EXIT_NO_TLC
+    print(f"liveness verdicts, TLC and the Python checker, on {len(cfgs)} live config(s):")
+    results = []
+    for cfg in cfgs:
+        ag = live_agree(cfg, tools, workers)
+        results.append(ag)
+        print(f"  {ag.report()}", flush=True)
+    if json_path:
+        doc = [
+            {
+                "config": ag.config.name,
+                "ok": ag.ok,
+                "tlc": ag.tlc.violated,
+                "model": ag.model.violated[0] if ag.model.violated else None,
+                "tlc_states": ag.tlc.distinct_states,
+                "model_states": ag.model.states,
+                "problems": ag.problems,
+            }
+            for ag in results
+        ]
+        _write_json(json_path, doc)
+    return EXIT_OK if all(ag.ok for ag in results) else EXIT_UNEXPECTED
 
 
 def _write_json(path: Path, doc: object) -> None:

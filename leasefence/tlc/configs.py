@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from leasefence.model.flavours import Flavour, expected_violations
+from leasefence.model.live import live_expectation
 from leasefence.paths import spec_dir
 from leasefence.tlc.values import TlaParseError, parse_value
 
@@ -16,6 +17,8 @@ from leasefence.tlc.values import TlaParseError, parse_value
 TLA_DIR = spec_dir()
 #: The model-checking module every config runs against unless a module of its own name exists.
 MC_MODULE = "MCLeaseFence"
+#: The module of the liveness configs (``*Live*.cfg``: tla/LeaseFenceLive.tla, issue 21).
+LIVE_MODULE = "MCLeaseFenceLive"
 
 
 @dataclass(frozen=True)
@@ -108,10 +111,34 @@ def constant_text(cfg: Path, name: str, default: str) -> str:
     text = config_constants(cfg).get(name)
     if text is None:
         return default
-    own = cfg.with_suffix(".tla")
-    mc = own if own.is_file() else TLA_DIR / f"{MC_MODULE}.tla"
+    mc = module_path(cfg)
     found = re.search(rf"^{re.escape(text)}\s*==\s*(.+?)$", mc.read_text(), re.MULTILINE)
     return found.group(1) if found else text
+
+
+def is_live(cfg: Path) -> bool:
+    """Liveness configs (``*Live*.cfg``) run against ``MCLeaseFenceLive``."""
+    return "Live" in cfg.stem
+
+
+def module_of(cfg: Path) -> str:
+    """The module a config runs against: its own name's if one exists, else the live or the
+    safety model-checking module."""
+    if cfg.with_suffix(".tla").is_file():
+        return cfg.stem
+    return LIVE_MODULE if is_live(cfg) else MC_MODULE
+
+
+def module_path(cfg: Path) -> Path:
+    """The file of ``module_of(cfg)``: beside the config, else in ``tla/``."""
+    name = f"{module_of(cfg)}.tla"
+    return cfg.parent / name if (cfg.parent / name).is_file() else TLA_DIR / name
+
+
+def specification(cfg: Path) -> str:
+    """The config's SPECIFICATION (``Spec`` when it names none)."""
+    names = [line.split()[0] for sec, line in _section_lines(cfg) if sec == "SPECIFICATION"]
+    return names[0] if names else "Spec"
 
 
 def expectation(cfg: Path) -> Expectation:
@@ -120,11 +147,26 @@ def expectation(cfg: Path) -> Expectation:
     (``EXPECTED_VIOLATIONS``); rank fencing with ``Pipeline > 1`` must fail on
     ``PIPELINE_RANK_VIOLATIONS`` (``model.flavours.expected_violations``)."""
     flavour = Flavour(str(parse_value(constant_text(cfg, "Flavour", '"fixed"'))))
+    if is_live(cfg):
+        return Expectation(cfg, flavour, live_expectation_of(cfg, flavour))
     pipeline = parse_value(constant_text(cfg, "Pipeline", "1"))
     fence = parse_value(constant_text(cfg, "Fence", '"rank"'))
     if not isinstance(pipeline, int) or isinstance(pipeline, bool) or not isinstance(fence, str):
         raise TlaParseError(f"Pipeline must be an integer and Fence a string in {cfg}")
     return Expectation(cfg, flavour, expected_violations(flavour, pipeline, fence))
+
+
+def live_expectation_of(cfg: Path, flavour: Flavour) -> frozenset[str]:
+    """A live config's expectation (``model.live.live_expectation``): from its SPECIFICATION
+    (``LiveSpecUnfair``: no fairness) and its ``Starve`` and ``RecoveryHaltsAfterRollback``."""
+    starve = parse_value(constant_text(cfg, "Starve", "{}"))
+    halt = parse_value(constant_text(cfg, "RecoveryHaltsAfterRollback", "FALSE"))
+    if not isinstance(starve, frozenset) or not isinstance(halt, bool):
+        raise TlaParseError(
+            f"Starve must be a set and RecoveryHaltsAfterRollback a Boolean in {cfg}"
+        )
+    fair = specification(cfg) != "LiveSpecUnfair"
+    return live_expectation(flavour, fair, bool(starve), halt)
 
 
 def is_deep(cfg: Path) -> bool:

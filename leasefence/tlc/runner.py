@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from leasefence.tlc.configs import MC_MODULE, TLA_DIR, Expectation, expectation
+from leasefence.model.live import LIVE_PROPERTIES
+from leasefence.tlc.configs import TLA_DIR, Expectation, checked_properties, expectation, module_of
 from leasefence.tlc.jar import Tools
 from leasefence.tlc.values import Value, parse_state, to_json
 
@@ -48,8 +49,11 @@ class TlcResult:
     seconds: float = 0.0
     tlc_seconds: float | None = None
     violated: str | None = None
-    violation_kind: str | None = None  # "invariant" or "action property"
+    violation_kind: str | None = None  # "invariant", "action property" or "temporal property"
     counterexample: list[TraceStep] = field(default_factory=list)
+    #: How a temporal counterexample ends: "stuttering", or the number of the state the loop
+    #: goes back to ("back to state N"); None for a finite counterexample.
+    lasso: str | None = None
     errors: list[str] = field(default_factory=list)
     version: str | None = None
     output: str = ""
@@ -71,6 +75,7 @@ class TlcResult:
             "violated": self.violated,
             "violation_kind": self.violation_kind,
             "counterexample": [s.to_json() for s in self.counterexample],
+            "lasso": self.lasso,
             "errors": self.errors,
             "version": self.version,
         }
@@ -107,9 +112,16 @@ def parse_tool_output(config: str, exit_code: int, text: str) -> TlcResult:
         elif code == 2112:  # TLC_ACTION_PROPERTY_VIOLATED_BEHAVIOR
             v = re.search(r"Action property (\S+) is violated", body)
             r.violated, r.violation_kind = (v.group(1) if v else body), "action property"
+        elif code == 2116:  # TLC_TEMPORAL_PROPERTY_VIOLATED (names no property)
+            r.violated, r.violation_kind = "temporal properties", "temporal property"
         elif code == 2217:  # TLC_STATE_PRINT2: one state of the trace
             r.counterexample.append(_trace_step(body))
-        elif severity in _ERROR_SEVERITIES and code not in (2121,):
+        elif code == 2218:  # TLC_STATE_PRINT3: the behaviour stutters for ever
+            r.lasso = "stuttering"
+        elif code == 2122:  # TLC_BACK_TO_STATE: the loop goes back to state N
+            n = re.search(r"(\d+)", body)
+            r.lasso = f"back to state {n.group(1) if n else body}"
+        elif severity in _ERROR_SEVERITIES and code not in (2121, 2264):  # 2264: a lasso follows
             r.errors.append(body)
     if exit_code not in (0, 12, 13) and not r.errors:
         r.errors.append(f"TLC exited with status {exit_code}")
@@ -118,9 +130,10 @@ def parse_tool_output(config: str, exit_code: int, text: str) -> TlcResult:
 
 def _trace_step(body: str) -> TraceStep:
     head, _, rest = body.partition("\n")
-    m = re.match(r"(\d+): <(\w+)", head)
+    m = re.match(r"(\d+): <([\w!]+)", head)
     number = int(m.group(1)) if m else 0
-    action = m.group(2) if m else head.split(": ", 1)[-1]
+    # An action of an instantiated module reads "LF!DispatchWork": the action's own name.
+    action = m.group(2).rsplit("!", 1)[-1] if m else head.split(": ", 1)[-1]
     if action == "Initial":
         action = "Init"
     return TraceStep(number, action, parse_state(rest))
@@ -183,7 +196,7 @@ def run_tlc(
         shutil.copy2(cfg, work / cfg.name)
         for name, text in (extra_files or {}).items():
             (work / name).write_text(text)
-        module = cfg.stem if (work / f"{cfg.stem}.tla").is_file() else MC_MODULE
+        module = module_of(cfg)
         cmd = tlc_command(tools, module, cfg.name, work / "meta", workers, dump_dot)
         start = time.perf_counter()
         try:
@@ -198,6 +211,11 @@ def run_tlc(
             return r
         r = parse_tool_output(cfg.name, proc.returncode, proc.stdout + proc.stderr)
         r.seconds = time.perf_counter() - start
+        if r.violation_kind == "temporal property":
+            # TLC does not say which temporal property failed: a config checking one says it.
+            live = sorted(n for n in checked_properties(cfg) if n in LIVE_PROPERTIES)
+            if len(live) == 1:
+                r.violated = live[0]
         return r
 
 

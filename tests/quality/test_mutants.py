@@ -54,3 +54,14 @@ def test_the_unit_layer_passes_on_an_unmutated_copy_so_a_caught_mutant_means_its
 
     unit = [layer for layer in available_layers() if layer.name == "unit"]
     assert baseline(unit) == {}
+
+
+def test_a_planted_bug_that_starves_an_item_is_caught_by_the_starvation_tests() -> None:
+    # Issue 21 point 3: EveryItemSettled in the implementation. The master loop ends on the
+    # starved item (no hang) and the in-process run's check that every item settled fails.
+    from leasefence.harness.mutants.gate import GateLayer
+
+    (mutant,) = [m for m in CATALOGUE if m.name == "dispatch-starves-last-item"]
+    layer = GateLayer("starvation", ("tests/unit/test_starvation.py",))
+    (result,) = run_gate([mutant], [layer])
+    assert result.caught_by == {"starvation": True}, result.errors

@@ -53,6 +53,12 @@ def test_every_non_mpi_benchmark_reports_its_contenders_side_by_side(
     model_vs_tlc = results["verification"]["model_vs_tlc"]
     assert model_vs_tlc["median_states_per_s"]["model"] > 0
     assert (model_vs_tlc["model_over_tlc"] is None) == ("tlc_skipped" in model_vs_tlc)
+    live = results["verification"]["liveness"]
+    assert live["live_over_safety"] > 0
+    assert live["states"]["live"] > 0
+    assert (live["tlc_over_model_live"] is None) == ("tlc_skipped" in live)
+    if "tlc_live" in live["states"]:  # TLC and the model explore the same live graph
+        assert live["states"]["tlc_live"] == live["states"]["live"]
 
 
 def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
@@ -60,7 +66,7 @@ def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
 ) -> None:
     goals = report_json["goals"]
     assert isinstance(goals, list)
-    assert len(goals) == 11
+    assert len(goals) == 12
     assert {g["status"] for g in goals} <= {"PASS", "MISS", "SKIP"}
     dispatch = [g for g in goals if "master" in g["name"]]
     assert [g["status"] for g in dispatch] == ["SKIP", "SKIP"]  # dispatch was not run

@@ -500,3 +500,22 @@ def test_the_ledger_judges_a_reclaim_by_the_models_rule_within_a_tick_as_trace_c
     assert validate([json.dumps(e) for e in events]).ok
     assert check_history(events, [W1]).premature_reclaims == 0
     assert check_history([*events[:2], reclaim(100.9, W1)], [W1]).premature_reclaims == 1
+
+
+def test_the_f314_build_fails_the_campaign_when_an_item_is_left_neither_completed_nor_given_up() -> (
+    None
+):
+    # Issue 21 point 3: the run's "end" event says how many items are unsettled; F314's verdict
+    # needs none (EveryItemSettled), however clean the history is otherwise.
+    from leasefence.harness.campaign.ledger import History
+    from leasefence.harness.campaign.metrics import BuildRun
+
+    config = CampaignConfig()
+    faults = schedule(0, 5, 3, 1.0)
+    result = CampaignResult(config, faults, {})
+    h = History(exactly_once=True, trace_valid=True, segments_valid=True)
+    counts = dict.fromkeys(result.expected_faults(), 1)
+    result.runs["f314"] = BuildRun("f314", 1, finished=True, fault_counts=counts, history=h)
+    assert result.f314_ok()
+    result.runs["f314"].unsettled = 1
+    assert not result.f314_ok()

@@ -1,5 +1,6 @@
-"""Every property named in the spec has a must-fail config that checks it alone (with TypeOK) and
-that the model checker, under the config's constants, reports violated (issue 21)."""
+"""Every property named in the spec (and in the live spec) has a must-fail config that checks it
+alone (with TypeOK) and that the model checker (the live checker), under the config's
+constants, reports violated (issue 21)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pytest
 
 from leasefence.model import invariants
 from leasefence.model.check import explore
+from leasefence.model.live import LIVE_PROPERTIES
+from leasefence.model.livecheck import check_live
 from leasefence.tlc.agree import bounds_of_config
 from leasefence.tlc.configs import TLA_DIR, all_configs, checked_properties, expectation
+from leasefence.tlc.liveagree import live_bounds_of_config
 
 #: Properties with no must-fail config, and why (none today; a new property must add its twin
 #: or say here why it cannot fail).
@@ -57,3 +61,27 @@ def test_the_model_checker_reports_each_twins_property_under_its_constants(name:
     for cfg in must_fail_twins(name):
         result = explore(bounds_of_config(TLA_DIR / cfg), only=checked_properties(TLA_DIR / cfg))
         assert name in result.violated, (cfg, result.violated)
+
+
+# Liveness (issue 21 point 3): the properties of tla/LeaseFenceLive.tla, each with a must-fail
+# config (BuggyLive_<property>.cfg) that checks it alone and that the live checker reports.
+
+
+def live_spec_properties() -> set[str]:
+    """The liveness properties LeaseFenceLive.tla defines."""
+    text = (TLA_DIR / "LeaseFenceLive.tla").read_text()
+    return set(re.findall(r"^(Every\w+) ==", text, re.MULTILINE))
+
+
+def test_the_live_spec_the_live_ci_config_and_the_live_model_name_the_same_properties() -> None:
+    ci = checked_properties(TLA_DIR / "MCLeaseFenceLive.cfg")
+    assert live_spec_properties() | {"TypeOK"} == set(ci) == set(LIVE_PROPERTIES) | {"TypeOK"}
+
+
+@pytest.mark.parametrize("name", sorted(live_spec_properties()))
+def test_the_live_checker_reports_each_live_property_under_its_twins_constants(name: str) -> None:
+    twins = must_fail_twins(name)
+    assert f"BuggyLive_{name}.cfg" in twins, twins
+    for cfg in twins:
+        result = check_live(live_bounds_of_config(TLA_DIR / cfg), checked_properties(TLA_DIR / cfg))
+        assert result.violated == [name], (cfg, result.violated)

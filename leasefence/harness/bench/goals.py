@@ -64,6 +64,7 @@ def goals(results: dict[str, Any]) -> list[Goal]:
         Goal("master (memory journal) / bare mpi4py, time per rt", "bare blocking recv loop", get("dispatch", "memory_over_bare_time"), "<=", 1.25, bench="dispatch"),
         Goal("durable master, group commit / MPIPoolExecutor", "round trips/s", get("dispatch", "group_over_pool"), ">=", 1.0, bench="dispatch"),
         Goal("model checker / TLC states per second", "same bounds, wall clock", get("verification", "model_vs_tlc", "model_over_tlc"), ">=", 0.5, bench="verification"),
+        Goal("liveness / safety check time (model)", "live vs CI config, wall clock", get("verification", "liveness", "live_over_safety"), "<=", 2.0, bench="verification"),
         Goal("trace check, largest run measured", "steps per CPU second", get("trace", "largest_steps_per_s"), ">=", 20_000, unit="/s", bench="trace"),
     ]  # fmt: skip
 

@@ -10,7 +10,7 @@ of the real journal, and nothing outside the dispatch benchmark (``mpi_job``) us
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 #: A dispatch generation ``(epoch, counter)`` (``leasefence.impl.wire.Generation``).
 Generation = tuple[int, int]
@@ -28,6 +28,10 @@ class MemoryJournal:
     @property
     def completed(self) -> frozenset[str]:
         return frozenset(self._completed)
+
+    @property
+    def leases(self) -> Mapping[str, object]:
+        return dict(self._leases)
 
     def lease(self, work_id: str, worker: int, generation: Generation | None = None) -> bool:
         if work_id in self._completed or work_id in self._leases:

@@ -85,6 +85,91 @@ def bench_model_vs_tlc(sizes: Sizes, where: Path, say: Callable[[str], None]) ->
     return out
 
 
+def bench_liveness(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Issue 21 point 6: the Python checker's liveness check (tla/MCLeaseFenceLive.cfg's
+    constants: graph, SCCs, every property) beside its safety check on the CI bounds
+    (tla/MCLeaseFence.cfg's: every invariant and step property), and TLC's liveness check of
+    the same live config beside both; interleaved runs, medians of wall-clock seconds."""
+    from leasefence import tlc
+    from leasefence.model.check import explore
+    from leasefence.model.livecheck import check_live
+    from leasefence.tlc.agree import bounds_of_config
+    from leasefence.tlc.liveagree import live_bounds_of_config
+
+    safety_cfg, live_cfg = tlc.TLA_DIR / "MCLeaseFence.cfg", tlc.TLA_DIR / "MCLeaseFenceLive.cfg"
+    safety, live = bounds_of_config(safety_cfg), live_bounds_of_config(live_cfg)
+    if sizes.name == "tiny":  # one lease per item, no restart and no rollback: seconds
+        text = live_cfg.read_text()
+        for old, new in (("MaxAttempts = 2", "MaxAttempts = 1"), ("MaxRestarts = 1", "MaxRestarts = 0"), ("MaxRollbacks = 1", "MaxRollbacks = 0")):  # fmt: skip
+            text = text.replace(old, new)
+        live_cfg = where / "MCLeaseFenceLiveTiny.cfg"
+        live_cfg.write_text(text)
+        live = live_bounds_of_config(live_cfg)
+        safety = live.base
+    try:
+        tools = tlc.find_tools(download=False)
+    except tlc.TlcUnavailable as exc:
+        tools = None
+        reason = str(exc)
+    states: dict[str, int] = {}
+
+    def safety_check(rep: int) -> float:
+        start = time.perf_counter()
+        r = explore(safety)
+        seconds = time.perf_counter() - start
+        states["safety"] = r.states
+        say(f"    safety check (model)    {r.states:,} states in {seconds:.1f} s")
+        return seconds
+
+    def live_check(rep: int) -> float:
+        start = time.perf_counter()
+        r = check_live(live)
+        seconds = time.perf_counter() - start
+        if not r.ok:
+            raise RuntimeError(f"the live check fails on {live_cfg.name}: {r.violated}")
+        states["live"] = r.states
+        say(f"    liveness check (model)  {r.states:,} states in {seconds:.1f} s")
+        return seconds
+
+    def tlc_live(rep: int) -> float:
+        assert tools is not None
+        r = tlc.run_tlc(live_cfg, tools, workers=1, timeout=1200)
+        if r.errors or r.violated or not r.distinct_states:
+            raise RuntimeError(f"TLC on {live_cfg.name}: {(r.errors or [str(r.violated)])[0]}")
+        states["tlc_live"] = r.distinct_states
+        say(f"    liveness check (TLC)    {r.distinct_states:,} states in {r.seconds:.1f} s")
+        return r.seconds
+
+    contenders: dict[str, Callable[[int], float]] = {"safety": safety_check, "live": live_check}
+    if tools is not None:
+        contenders["tlc_live"] = tlc_live
+    runs = interleave(contenders, sizes.tlc_repeats)
+    med = {k: median(v) for k, v in runs.items()}
+    out: dict[str, Any] = {
+        "safety_config": safety_cfg.name if sizes.name != "tiny" else live_cfg.name,
+        "live_config": live_cfg.name,
+        "states": states,
+        "runs_seconds": runs,
+        "median_seconds": med,
+        "live_over_safety": med["live"] / med["safety"],
+    }
+    say(
+        f"  liveness / safety check (model): {fmt(out['live_over_safety'])}x "
+        f"({med['live']:.1f} s / {med['safety']:.1f} s; goal <= 2x)"
+    )
+    if tools is None:
+        out["tlc_skipped"] = reason
+        out["tlc_over_model_live"] = None
+        say(f"  TLC skipped: {reason}")
+    else:
+        out["tlc_over_model_live"] = med["tlc_live"] / med["live"]
+        say(
+            f"  TLC / model, liveness check: {fmt(out['tlc_over_model_live'])}x "
+            f"({med['tlc_live']:.1f} s / {med['live']:.1f} s, JVM start included)"
+        )
+    return out
+
+
 def bench_conformance(sizes: Sizes, say: Callable[[str], None]) -> dict[str, Any]:
     """Steps per second of each Hypothesis state machine (fixed seed, no database)."""
     try:
@@ -130,6 +215,7 @@ def bench_verification(sizes: Sizes, where: Path, say: Callable[[str], None]) ->
     out: dict[str, Any] = {"errors": []}
     parts: dict[str, Callable[[], dict[str, Any]]] = {
         "model_vs_tlc": lambda: bench_model_vs_tlc(sizes, where, say),
+        "liveness": lambda: bench_liveness(sizes, where, say),
         "conformance": lambda: bench_conformance(sizes, say),
     }
     for name, part in parts.items():

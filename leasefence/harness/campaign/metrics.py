@@ -33,6 +33,8 @@ class BuildRun:
     fired: list[FiredFault] = field(default_factory=list)
     fault_counts: dict[str, int] = field(default_factory=dict)
     unexpected_exits: list[str] = field(default_factory=list)
+    #: Items neither completed nor given up when the run ended (the run's "end" event).
+    unsettled: int = 0
     recovery_latencies: list[float] = field(default_factory=list)
     solver_cpu_s: float = 0.0
     wasted_cpu_s: float = 0.0
@@ -81,7 +83,8 @@ class CampaignResult:
         return coverage_auc(self.runs[build].coverage, self.window, self.targets)
 
     def f314_ok(self) -> bool:
-        """F314's invariants held, every item completed once, and every fault was injected;
+        """F314's invariants held, every item completed once (none left neither completed nor
+        given up at the end), and every fault was injected;
         beyond depth 1 also results across generations (duplicated, late or reordered past
         their generation's lease) arrived, each refused."""
         run = self.runs.get("f314")
@@ -93,6 +96,7 @@ class CampaignResult:
         return (
             run is not None
             and run.finished
+            and run.unsettled == 0
             and run.history.ok
             and crossed
             and all(run.fault_counts.get(k, 0) > 0 for k in self.expected_faults())

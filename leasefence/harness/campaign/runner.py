@@ -207,6 +207,12 @@ class _BuildDriver:
                 self.completed += 1
             elif kind == "end":
                 self.run.finished = True
+                # Liveness at the end: every item completed or given up (EveryItemSettled).
+                self.run.unsettled = int(ev.get("unsettled", 0))
+                if self.run.unsettled:
+                    self.run.unexpected_exits.append(
+                        f"{ev['unsettled']} item(s) neither completed nor given up at the end"
+                    )
 
     def _fire_next(self, job: _Job, now: float) -> bool:
         """Fire the next scheduled fault; True when it killed the job (torn tails left)."""

@@ -256,6 +256,17 @@ CATALOGUE: tuple[Mutant, ...] = (
         ),
         "L2 at depth 2: after a restart a token repeats, so a result from before it matches",
     ),
+    Mutant(
+        "dispatch-starves-last-item",
+        M,
+        (
+            (
+                "pending = [w for w in self.unfinished() if w not in busy]",
+                "pending = [w for w in self.unfinished() if w not in busy][:-1]",
+            ),
+        ),
+        "EveryItemSettled: the master never offers the last pending item (an off-by-one slice)",
+    ),
 )
 
 

@@ -165,6 +165,7 @@ GATE_LAYERS: tuple[GateLayer, ...] = (
             "tests/unit/test_pipeline.py",
             "tests/unit/test_scenarios.py",
             "tests/unit/test_hostile_workers.py",
+            "tests/unit/test_starvation.py",
         ),
     ),
     GateLayer("conformance", ("tests/conformance", "-m", "conformance and not mpi")),

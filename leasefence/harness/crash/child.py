@@ -170,6 +170,21 @@ def _ack_writer(ack_fd: int) -> Ack:
 def kill_run(w: Workload, directory: Path, point: int | None) -> ChildRun:
     """Run ``w`` in a child and SIGKILL it right after its ``point``-th mutating file call
     (``None``: let it finish and count the calls, reported as ``events``)."""
+    return fork_run(directory, lambda ack: run_workload(w, directory, ack), point)
+
+
+def record_run(w: Workload, directory: Path) -> ChildRun:
+    """Run ``w`` to the end in a child that records its file operations and acknowledgements."""
+    return fork_run(directory, lambda ack: run_workload(w, directory, ack), None, record=True)
+
+
+def fork_run(
+    directory: Path, work: Callable[[Ack], None], point: int | None, record: bool = False
+) -> ChildRun:
+    """Run ``work`` in a child whose file calls under ``directory`` are instrumented, and return
+    what it reported. Without ``record``: SIGKILLed right after its ``point``-th mutating file
+    call (0: before the first), or with ``point`` None run to the end and its calls counted.
+    With ``record``: run to the end, every file operation reported as an event."""
     ack_r, ack_w = os.pipe()
     ctl_r, ctl_w = os.pipe()
     pid = os.fork()
@@ -181,57 +196,33 @@ def kill_run(w: Workload, directory: Path, point: int | None) -> ChildRun:
 
         def on_event(event: list[Any]) -> None:
             count[0] += 1
-            if count[0] == point:
+            if record:
+                write(ack_w, b"F " + json.dumps(event).encode() + b"\n")
+            elif count[0] == point:
                 write(ack_w, b"S\n")
                 read(ctl_r, 1)  # blocks until SIGKILL: the parent never writes
 
         def body() -> None:
-            if point == 0:  # before the first call
+            if point == 0 and not record:  # before the first call
                 write(ack_w, b"S\n")
                 read(ctl_r, 1)
             Instrument(directory, on_event).install()
-            run_workload(w, directory, _ack_writer(ack_w))
-            write(ack_w, f"N {count[0]}\n".encode())
+            work(_ack_writer(ack_w))
+            if not record:
+                write(ack_w, f"N {count[0]}\n".encode())
 
         _child(body, ack_w)
     os.close(ack_w)
     os.close(ctl_r)
     run = ChildRun()
     try:
-        for line in _read_lines(ack_r, stop=b"S"):
+        for line in _read_lines(ack_r, stop=None if record else b"S"):
             _take_line(run, line)
             if line == b"S":
                 os.kill(pid, signal.SIGKILL)
     finally:
         os.close(ack_r)
         os.close(ctl_w)
-        os.waitpid(pid, 0)
-    return run
-
-
-def record_run(w: Workload, directory: Path) -> ChildRun:
-    """Run ``w`` to the end in a child that records its file operations and acknowledgements."""
-    ack_r, ack_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(ack_r)
-        write = os.write
-
-        def on_event(event: list[Any]) -> None:
-            write(ack_w, b"F " + json.dumps(event).encode() + b"\n")
-
-        def body() -> None:
-            Instrument(directory, on_event).install()
-            run_workload(w, directory, _ack_writer(ack_w))
-
-        _child(body, ack_w)
-    os.close(ack_w)
-    run = ChildRun()
-    try:
-        for line in _read_lines(ack_r):
-            _take_line(run, line)
-    finally:
-        os.close(ack_r)
         os.waitpid(pid, 0)
     return run
 

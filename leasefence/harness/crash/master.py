@@ -20,15 +20,12 @@ models of ``disk.MODELS``, as the container families do.
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from leasefence.harness.crash.child import ChildRun, _child, _read_lines, _take_line
+from leasefence.harness.crash.child import ChildRun, fork_run
 from leasefence.harness.crash.disk import MODELS, materialize, power_disk, power_points
-from leasefence.harness.crash.instrument import Instrument
 from leasefence.harness.crash.report import MAX_KEPT, Report, Violation
 from leasefence.harness.crash.workloads import BASE, JOURNAL_NAME, SNAPSHOT_NAME
 from leasefence.impl.coordfile import decode, read_file
@@ -115,49 +112,9 @@ def _fork(
 ) -> ChildRun:
     """Run the workload in a child: killed after its ``point``-th mutating file call, or (with
     ``record``) to the end, its file operations recorded; what it reported."""
-    from leasefence.harness.crash.child import _ack_writer
-
-    ack_r, ack_w = os.pipe()
-    ctl_r, ctl_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(ack_r)
-        os.close(ctl_w)
-        count = [0]
-        write, read = os.write, os.read
-
-        def on_event(event: list[Any]) -> None:
-            count[0] += 1
-            if record:
-                import json
-
-                write(ack_w, b"F " + json.dumps(event).encode() + b"\n")
-            elif count[0] == point:
-                write(ack_w, b"S\n")
-                read(ctl_r, 1)  # blocks until SIGKILL: the parent never writes
-
-        def body() -> None:
-            if point == 0 and not record:
-                write(ack_w, b"S\n")
-                read(ctl_r, 1)
-            Instrument(directory, on_event).install()
-            _run(directory, items, depth, seed, _ack_writer(ack_w))
-            write(ack_w, f"N {count[0]}\n".encode())
-
-        _child(body, ack_w)
-    os.close(ack_w)
-    os.close(ctl_r)
-    run = ChildRun()
-    try:
-        for line in _read_lines(ack_r, stop=None if record else b"S"):
-            _take_line(run, line)
-            if line == b"S":
-                os.kill(pid, signal.SIGKILL)
-    finally:
-        os.close(ack_r)
-        os.close(ctl_w)
-        os.waitpid(pid, 0)
-    return run
+    return fork_run(
+        directory, lambda ack: _run(directory, items, depth, seed, ack), point, record=record
+    )
 
 
 def acked_upto(run: ChildRun, last: int) -> list[list[Any]]:

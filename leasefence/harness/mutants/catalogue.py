@@ -264,8 +264,13 @@ CATALOGUE: tuple[Mutant, ...] = (
                 "pending = [w for w in self.unfinished() if w not in busy]",
                 "pending = [w for w in self.unfinished() if w not in busy][:-1]",
             ),
+            (
+                "        while i < len(order):\n            w = order[i]",
+                "        while i < len(order) - 1:\n            w = order[i]",
+            ),
         ),
-        "EveryItemSettled: the master never offers the last pending item (an off-by-one slice)",
+        "EveryItemSettled: the master never offers the last pending item (an off-by-one, in the"
+        " candidate-policy path and in the default path's lazy queue)",
     ),
 )
 

@@ -889,8 +889,13 @@ class Master:
         if self._slots or next(self._pending(set()), None) is not None:
             return False
         exact = self.unfinished()
-        if exact:  # the journal completed fewer than this master saw: read it again
-            self._done = set(self.journal.completed)
+        completed = self.journal.completed
+        if exact and not self._done <= completed:
+            # The journal completed fewer than this master saw (the cache is stale): read the
+            # queue again. Only then: were the cache exact, a new round would offer the same
+            # items again, and an item the queue lost (a bug) would keep the loop spinning
+            # instead of ending it on ``starved``.
+            self._done = set(completed)
             self._order, self._front, self._dirty = list(self.catalogue), 0, True
         return not exact
 

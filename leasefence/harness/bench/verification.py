@@ -11,6 +11,16 @@ from typing import Any
 from leasefence.harness.bench.common import Sizes, fmt, interleave, median
 
 
+def _tlc_tools() -> tuple[Any, str]:
+    """TLC's jar and java, or None and the reason none can be had (never a download here)."""
+    from leasefence import tlc
+
+    try:
+        return tlc.find_tools(download=False), ""
+    except tlc.TlcUnavailable as exc:
+        return None, str(exc)
+
+
 def bench_model_vs_tlc(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dict[str, Any]:
     from leasefence import tlc
     from leasefence.model.check import explore
@@ -33,11 +43,7 @@ def bench_model_vs_tlc(sizes: Sizes, where: Path, say: Callable[[str], None]) ->
         cfg = where / "MCAgree.cfg"
         cfg.write_text(constants + "INVARIANTS" + checks)
         (where / "MCAgree.tla").write_text(module)
-    try:
-        tools = tlc.find_tools(download=False)
-    except tlc.TlcUnavailable as exc:
-        tools = None
-        reason = str(exc)
+    tools, reason = _tlc_tools()
     states: dict[str, int] = {}
 
     def model(rep: int) -> float:
@@ -106,11 +112,7 @@ def bench_liveness(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
         live_cfg.write_text(text)
         live = live_bounds_of_config(live_cfg)
         safety = live.base
-    try:
-        tools = tlc.find_tools(download=False)
-    except tlc.TlcUnavailable as exc:
-        tools = None
-        reason = str(exc)
+    tools, reason = _tlc_tools()
     states: dict[str, int] = {}
 
     def safety_check(rep: int) -> float:

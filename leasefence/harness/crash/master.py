@@ -223,17 +223,13 @@ def check_master(
         files = power_disk(rec.events, {}, point)
         acked = acked_upto(rec, last)
         key = hashlib.sha256(repr((sorted(files.items()), len(acked))).encode()).digest()
-        figures = report.model(point.model)
-        figures.points += 1
-        report.power_points += 1
-        if key in seen[point.model]:
-            continue
-        seen[point.model].add(key)
-        figures.states += 1
-        if key not in checked:
-            report.power_states += 1
+
+        def check(
+            files: dict[str, bytes] = files, acked: list[list[Any]] = acked, at: str = str(point)
+        ) -> bool:
             materialize(directory, files)
             problems = check_files(directory, items, seed, acked)
-            _note(report, name, str(point), acked, problems)
-            checked[key] = bool(problems)
-        figures.violations += checked[key]
+            _note(report, name, at, acked, problems)
+            return bool(problems)
+
+        report.power_state(point.model, key, seen, checked, check)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,6 +61,30 @@ class Report:
     def model(self, name: str) -> ModelFigures:
         """The figures of model ``name``, created at first use."""
         return self.models.setdefault(name, ModelFigures())
+
+    def power_state(
+        self,
+        model: str,
+        key: bytes,
+        seen: dict[str, set[bytes]],
+        checked: dict[bytes, bool],
+        check: Callable[[], bool],
+    ) -> None:
+        """Count one power-loss point of ``model`` whose disk (and acknowledgement window) hash
+        to ``key``: a state new to the model counts as a distinct state, and ``check()`` (which
+        reopens the files and returns whether a promise broke) runs once per distinct key across
+        models; a broken state counts as a violation of every model that reaches it."""
+        figures = self.model(model)
+        figures.points += 1
+        self.power_points += 1
+        if key in seen[model]:
+            return
+        seen[model].add(key)
+        figures.states += 1
+        if key not in checked:
+            self.power_states += 1
+            checked[key] = check()
+        figures.violations += checked[key]
 
     @property
     def points(self) -> int:

@@ -160,20 +160,16 @@ def check_power(
         n += 1
         files = power_disk(rec.events, initial, point)
         key = hashlib.sha256(repr((sorted(files.items()), h.window(acked))).encode()).digest()
-        figures = report.model(point.model)
-        figures.points += 1
-        report.power_points += 1
-        if key in seen[point.model]:
-            continue
-        seen[point.model].add(key)
-        figures.states += 1
-        if key not in checked:
-            report.power_states += 1
+
+        def check(
+            files: dict[str, bytes] = files, acked: int = acked, at: str = str(point)
+        ) -> bool:
             materialize(directory, files)
             out = check_directory(w, h, directory, acked)
-            _note(report, w, "power", acked, str(point), out, kept)
-            checked[key] = bool(out.problems)
-        figures.violations += checked[key]
+            _note(report, w, "power", acked, at, out, kept)
+            return bool(out.problems)
+
+        report.power_state(point.model, key, seen, checked, check)
     if progress:
         progress(f"power {w.spec}: {n} points, {len(checked)} distinct states")
 

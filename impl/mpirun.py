@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from leasefence.impl.errors import CoordinatorError, JournalError, JournalLocked, SnapshotError
-from leasefence.impl.master import Master, ResultOutcome, default_fence
+from leasefence.impl.master import (
+    CandidatePolicy,
+    Master,
+    ResultOutcome,
+    default_fence,
+    pending_only,
+)
 from leasefence.impl.poll import PollPolicy, node_policy
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import (
@@ -88,6 +94,14 @@ class RunHooks(DispatchHooks):
     def candidates(self, pending: list[WorkId], running: list[WorkId]) -> list[WorkId]:
         """The master's ``CandidatePolicy``: the pending work."""
         return pending
+
+    def candidate_policy(self) -> CandidatePolicy:
+        """The policy the master is opened with: ``pending_only`` itself unless a subclass
+        overrides ``candidates`` (only the master's own ``pending_only`` takes its lazy queue,
+        ``Master.dispatch_pending``; any other policy walks the whole catalogue every round)."""
+        if type(self).candidates is RunHooks.candidates:
+            return pending_only
+        return self.candidates
 
     def respond(self, result: Result, rank: int, attempt: int) -> Sequence[Reply]:
         """A worker's ``Respond``: the honest one."""
@@ -286,7 +300,7 @@ def _serve(
                 max_invalid=config.max_invalid,
                 pipeline=config.pipeline,
                 fence=config.fence,
-                candidates=hooks.candidates,
+                candidates=hooks.candidate_policy(),
                 group_commit=config.group_commit,
             )
             loop = _Loop(master, hooks, start, config.progress_every, err)

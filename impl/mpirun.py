@@ -67,8 +67,9 @@ class RunConfig:
     progress_every: float = 1.0
     # Pipelined dispatch (issue 12): dispatches per rank at once, and the owner token (None:
     # "rank" at depth 1, "generation" beyond). Depth 2 by default since issue 19: it won on
-    # trivial and on z3 tasks (README, "Group commit").
-    pipeline: int = 2
+    # trivial and on z3 tasks (README, "Group commit"); up to 16 since, each rank given as many
+    # as keep its last dispatch's wait within a quarter of the TTL (``Master.depth``).
+    pipeline: int = 16
     fence: str | None = None
     # Invalid answers (messages the wire refuses) charged to one item before it is given up.
     max_invalid: int = 3
@@ -302,6 +303,7 @@ def _serve(
                 fence=config.fence,
                 candidates=hooks.candidate_policy(),
                 group_commit=config.group_commit,
+                depth_by_ttl=True,
             )
             loop = _Loop(master, hooks, start, config.progress_every, err)
             try:

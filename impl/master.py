@@ -283,6 +283,7 @@ class Master:
         fence: str | None = None,
         candidates: CandidatePolicy = pending_only,
         group_commit: bool = False,
+        depth_by_ttl: bool = False,
     ) -> None:
         if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
             raise ValueError(f"pipeline must be a whole number >= 1, got {pipeline!r}")
@@ -303,6 +304,11 @@ class Master:
         self.candidates = candidates
         # Group commit (issue 19): the containers keep decisions pending until ``commit()``.
         self.group_commit = group_commit
+        # Depth by TTL (issue 19): beyond 2, how many of its ``pipeline`` slots a rank is given
+        # follows the gap between its results (``depth``).
+        self.depth_by_ttl = depth_by_ttl
+        self._last_end: dict[Rank, float] = {}
+        self._gap: dict[Rank, float] = {}
         self._slots: dict[Rank, list[ActiveDispatch]] = {}
         self._generations: Counter[Rank] = Counter()
         self.counters = Counters()
@@ -359,6 +365,41 @@ class Master:
         self._generations[rank] += 1
         return (self._epoch(), self._generations[rank])
 
+    #: The depth every rank is given under ``depth_by_ttl`` before its gap is known, and the
+    #: least it is given after (at most ``pipeline``).
+    BASE_DEPTH = 2
+
+    def depth(self, rank: Rank) -> int:
+        """How many dispatches ``rank`` is given at once (``dispatch_pending``): ``pipeline``,
+        or under ``depth_by_ttl`` as many as keep its last one's wait within a quarter of the
+        TTL, ``ttl / (4 * gap)`` for the rank's mean gap between results (``_note_result``),
+        never below ``BASE_DEPTH`` nor above ``pipeline``. A deep pipeline wins while results
+        come back fast; with long tasks a dispatch queued behind many would outlive its lease
+        and be dispatched again. Fewer dispatches than ``pipeline`` is always allowed: the
+        protocol, the model and the spec are unchanged."""
+        if not self.depth_by_ttl or self.pipeline <= self.BASE_DEPTH:
+            return self.pipeline
+        gap = self._gap.get(rank)
+        if gap is None:
+            return self.BASE_DEPTH
+        if gap <= 0.0:
+            return self.pipeline
+        return max(self.BASE_DEPTH, min(self.pipeline, int(self.ttl / (4.0 * gap))))
+
+    def _note_result(self, rank: Rank) -> None:
+        """A dispatch of ``rank`` ended by its result: the gap since its previous one, averaged
+        (a quarter of each new gap) into the rank's mean gap (``depth``)."""
+        if not self.depth_by_ttl:
+            return
+        now = self.clock()
+        last = self._last_end.get(rank)
+        self._last_end[rank] = now
+        if last is None or now < last:
+            return
+        gap = now - last
+        old = self._gap.get(rank)
+        self._gap[rank] = gap if old is None else old + (gap - old) / 4.0
+
     # -- opening, restart ------------------------------------------------------------------
 
     @classmethod
@@ -378,6 +419,7 @@ class Master:
         fence: str | None = None,
         candidates: CandidatePolicy = pending_only,
         group_commit: bool = False,
+        depth_by_ttl: bool = False,
     ) -> Master:
         """A master on the journal and snapshot at these paths, recovered if they exist.
 
@@ -426,6 +468,7 @@ class Master:
                 fence=fence,
                 candidates=candidates,
                 group_commit=group_commit,
+                depth_by_ttl=depth_by_ttl,
             )
             if restarting:
                 master.recover_after_restart()
@@ -447,6 +490,7 @@ class Master:
             fence=fence,
             candidates=candidates,
             group_commit=group_commit,
+            depth_by_ttl=depth_by_ttl,
         )
         return master
 
@@ -761,6 +805,7 @@ class Master:
             self.counters.state_rejections += 1
             log.info("rank %d does not own state task %s: refused", rank, task[:12])
         if disp is not None:
+            self._note_result(rank)
             self._end(rank, disp)
         elif work_ok or state_ok:
             # A result of a dispatch this master never made (one from before a restart) ended
@@ -931,7 +976,7 @@ class Master:
             return []
         self._dirty = False
         ranks = list(ranks)
-        free = {r: self.pipeline - len(self._slots.get(r, [])) for r in ranks}
+        free = {r: self.depth(r) - len(self._slots.get(r, [])) for r in ranks}
         idle = [r for k in range(self.pipeline) for r in ranks if free[r] > k]
         if not idle:
             return []

@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from leasefence.impl.errors import CoordinatorError, JournalError, JournalLocked, SnapshotError
-from leasefence.impl.master import Master, ResultOutcome, default_fence
+from leasefence.impl.master import (
+    CandidatePolicy,
+    Master,
+    ResultOutcome,
+    default_fence,
+    pending_only,
+)
 from leasefence.impl.poll import PollPolicy, node_policy
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import (
@@ -61,8 +67,9 @@ class RunConfig:
     progress_every: float = 1.0
     # Pipelined dispatch (issue 12): dispatches per rank at once, and the owner token (None:
     # "rank" at depth 1, "generation" beyond). Depth 2 by default since issue 19: it won on
-    # trivial and on z3 tasks (README, "Group commit").
-    pipeline: int = 2
+    # trivial and on z3 tasks (README, "Group commit"); up to 16 since, each rank given as many
+    # as keep its last dispatch's wait within a quarter of the TTL (``Master.depth``).
+    pipeline: int = 16
     fence: str | None = None
     # Invalid answers (messages the wire refuses) charged to one item before it is given up.
     max_invalid: int = 3
@@ -88,6 +95,14 @@ class RunHooks(DispatchHooks):
     def candidates(self, pending: list[WorkId], running: list[WorkId]) -> list[WorkId]:
         """The master's ``CandidatePolicy``: the pending work."""
         return pending
+
+    def candidate_policy(self) -> CandidatePolicy:
+        """The policy the master is opened with: ``pending_only`` itself unless a subclass
+        overrides ``candidates`` (only the master's own ``pending_only`` takes its lazy queue,
+        ``Master.dispatch_pending``; any other policy walks the whole catalogue every round)."""
+        if type(self).candidates is RunHooks.candidates:
+            return pending_only
+        return self.candidates
 
     def respond(self, result: Result, rank: int, attempt: int) -> Sequence[Reply]:
         """A worker's ``Respond``: the honest one."""
@@ -286,8 +301,9 @@ def _serve(
                 max_invalid=config.max_invalid,
                 pipeline=config.pipeline,
                 fence=config.fence,
-                candidates=hooks.candidates,
+                candidates=hooks.candidate_policy(),
                 group_commit=config.group_commit,
+                depth_by_ttl=True,
             )
             loop = _Loop(master, hooks, start, config.progress_every, err)
             try:

@@ -20,7 +20,7 @@ from leasefence.harness.faults import (
     simulate_reboot,
 )
 from leasefence.impl.durable import open_nofollow
-from leasefence.impl.master import Master, ResultOutcome
+from leasefence.impl.master import CandidatePolicy, Master, ResultOutcome, pending_only
 from leasefence.impl.mpirun import RunConfig, RunHooks, make_parents
 from leasefence.impl.mpirun import run as run_job
 from leasefence.impl.transport import Reply
@@ -92,6 +92,11 @@ class FaultHooks(RunHooks):
 
     def candidates(self, pending: list[WorkId], running: list[WorkId]) -> list[WorkId]:
         return self.policy(pending, running)
+
+    def candidate_policy(self) -> CandidatePolicy:
+        # Without duplicate candidates the policy offers the pending work unchanged: the
+        # master's own ``pending_only`` then (its lazy queue; issue 19).
+        return pending_only if self.faults.duplicate_candidates == 0 else self.candidates
 
     def respond(self, result: Result, rank: int, attempt: int) -> Sequence[Reply]:
         return self.workers.respond(result, rank, attempt)

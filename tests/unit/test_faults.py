@@ -75,3 +75,24 @@ def test_the_plain_runs_hooks_inject_nothing() -> None:
     assert not hooks.restart_due(None, [])  # type: ignore[arg-type]
     faults = WorkerFaults(Injection(frozenset({"dup", "late"}), rate=1.0), late_s=3.0)
     assert [r.hold for r in faults.respond(result, 1, 0)] == [3.0, 3.0]
+
+
+def test_a_run_without_duplicate_candidates_opens_its_master_on_the_lazy_queue() -> None:
+    # Only ``pending_only`` itself takes the master's lazy queue (``dispatch_pending``); a run
+    # whose hooks merely forwarded it walked the whole catalogue on every round (issue 19).
+    from leasefence.harness.runjob import FaultConfig, FaultHooks
+    from leasefence.impl.mpirun import RunConfig
+
+    class Skipping(RunHooks):
+        def candidates(self, pending: list[WorkId], running: list[WorkId]) -> list[WorkId]:
+            return pending[1:]
+
+    assert RunHooks().candidate_policy() is pending_only
+    assert FaultHooks(RunConfig(), FaultConfig()).candidate_policy() is pending_only
+    skipping = Skipping().candidate_policy()
+    assert skipping is not pending_only
+    assert skipping([WorkId("a"), WorkId("b")], []) == [WorkId("b")]
+    hooks = FaultHooks(RunConfig(), FaultConfig(duplicate_candidates=0.5))
+    policy = hooks.candidate_policy()
+    assert policy is not pending_only
+    assert policy == hooks.candidates

@@ -422,3 +422,57 @@ def test_an_older_generation_arriving_after_a_newer_old_protocol_result_replays(
     m.close()
     report = _trace_check(tmp_path)
     assert report.ok, report.divergence
+
+
+def _deep_master(tmp_path: Path, clock: ManualClock, ttl: float, **kw: Any) -> Master:
+    """A depth-16 master (as ``leasefence run``'s default) over 40 items of their own tasks."""
+    items = [
+        WorkItem(WorkId(f"{i:064x}"), StateTaskId(f"s{i}"), f"t{i}", "bound=16", "smt")
+        for i in range(40)
+    ]
+    return Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=ttl, clock=clock, pipeline=16, **kw
+    )
+
+
+def _answer_oldest(m: Master, rank: Rank) -> None:
+    (_, disp), *_ = m.dispatches(rank)
+    work = m.work_message(rank, disp.work_id)
+    assert m.handle_result(rank, result_of(work)).task is not None
+
+
+def test_depth_by_ttl_gives_a_rank_as_many_dispatches_as_its_gap_between_results_allows(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    m = _deep_master(tmp_path, clock, ttl=40.0, depth_by_ttl=True)
+    assert len(m.dispatch_pending([R1])) == 2  # no gap known yet: depth 2
+    _answer_oldest(m, R1)  # the first result: still no gap
+    assert m.depth(R1) == 2
+    clock.advance(1.0)
+    _answer_oldest(m, R1)  # a 1 s gap: 40 / (4 * 1) = 10 dispatches wait at most ttl / 4
+    assert m.depth(R1) == 10
+    assert len(m.dispatch_pending([R1])) == 10
+    for _ in range(10):
+        _answer_oldest(m, R1)  # no time passes: the mean gap shrinks by a quarter each time
+    assert m.depth(R1) == 16  # never beyond the pipeline
+    assert len(m.dispatch_pending([R1])) == 16
+    for _ in range(12):
+        clock.advance(20.0)
+        _answer_oldest(m, R1)
+    assert m.depth(R1) == 2  # slow results: never below 2
+    assert m.dispatch_pending([R1]) == []  # 4 still held, more than 2: none given
+    assert m.depth(R2) == 2  # a rank never heard from
+    m.close()
+
+
+def test_without_depth_by_ttl_every_rank_is_given_the_whole_pipeline(tmp_path: Path) -> None:
+    clock = ManualClock()
+    m = _deep_master(tmp_path, clock, ttl=40.0)
+    assert m.depth(R1) == 16
+    assert len(m.dispatch_pending([R1])) == 16
+    clock.advance(30.0)
+    _answer_oldest(m, R1)
+    _answer_oldest(m, R1)
+    assert m.depth(R1) == 16
+    m.close()

@@ -15,10 +15,12 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    the dispatch transaction, a journal fsync per record and a coordinator
                    record appended and fsynced on every change (``leasefence run --sync
                    always``).
-``master-group``   ``Master.open(..., group_commit=True)`` at ``leasefence run``'s default depth
-                   (2), its defaults since issue 19: ``master_dispatch`` decides on every result
-                   already waiting, then commits the journal (one write, one fsync) and the
-                   coordinator (one append, one fsync) before any WORK of that turn leaves.
+``master-group``   ``Master.open(..., group_commit=True, depth_by_ttl=True)`` at ``leasefence
+                   run``'s default depth (16, each rank given as many as its gap between
+                   results allows: ``Master.depth``), its defaults since issue 19:
+                   ``master_dispatch`` decides on every result already waiting, then commits
+                   the journal (one write, one fsync) and the coordinator (one append, one
+                   fsync) before any WORK of that turn leaves.
 ``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
                    the master's logic and the MPI loop, no disk (benchmark-only).
 ``master-depth1``  ``master-memory`` with generation fencing (``fence="generation"``), still
@@ -114,7 +116,7 @@ def master_job(
 
             master = Master.open(
                 journal_path, snapshot, catalogue, ttl=3600.0, group_commit=True,
-                pipeline=pipeline or RunConfig().pipeline,
+                pipeline=pipeline or RunConfig().pipeline, depth_by_ttl=True,
             )  # fmt: skip
             transport = MpiTransport(comm, poll)
         else:

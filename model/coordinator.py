@@ -7,7 +7,7 @@ A lease is *active* when it was taken in the coordinator's current epoch; older 
 from __future__ import annotations
 
 from leasefence.model.flavours import Flavour
-from leasefence.model.rules import CLOCK_UNIX, reclaimable
+from leasefence.model.rules import CLOCK_UNIX, recovers
 from leasefence.model.state import Coordinator, Map, StateLease, Stats, as_map, drop, get, put
 
 FIXED = Flavour.FIXED
@@ -113,14 +113,13 @@ def recover_states(
 ) -> tuple[tuple[str, ...], Coordinator]:
     """RecoverStates (``recover_expired``). Voids every stale lease and every expired active one.
 
-    Expiry follows the journal's rule for Unix records (``rules.reclaimable``). Returns the voided
+    Expiry follows the journal's rule for Unix records (``rules.recovers``). Returns the voided
     tasks in sorted order. Statistics are untouched.
     """
     gone = tuple(
         t
         for t, lease in c.leases
-        if lease.epoch != c.epoch
-        or reclaimable(lease.updated, CLOCK_UNIX, wall, mono, ttl, flavour)
+        if lease.epoch != c.epoch or recovers(lease.updated, CLOCK_UNIX, wall, mono, ttl, flavour)
     )
     if not gone:
         return (), c

@@ -36,6 +36,11 @@ class Flavour(StrEnum):
     # A step writes the coordinator before the journal: a crash inside it leaves the
     # coordinator's part on disk instead of the journal's.
     COORDINATOR_FIRST = "coordinator-first"
+    # Recovery reads a record without the Unix tag as a Unix one (F314's migration of legacy
+    # records left out: the clock tag is ignored).
+    LEGACY_NOT_MIGRATED = "legacy-not-migrated"
+    # Recovery keeps a Unix lease dated more than TTL in the future (after a rollback).
+    KEEP_FUTURE_LEASES = "keep-future-leases"
 
 
 #: One line per flavour, for ``--help`` and reports.
@@ -50,6 +55,8 @@ DESCRIPTIONS: dict[Flavour, str] = {
     Flavour.RESTART_KEEPS_OWNERS: "twin: a coordinator restart keeps the old ranks' ownership",
     Flavour.RESTART_DROPS_STATS: "twin: a coordinator restart drops the statistics",
     Flavour.COORDINATOR_FIRST: "twin: a crashed step leaves the coordinator's part, not the journal's",
+    Flavour.LEGACY_NOT_MIGRATED: "twin: recovery compares an untagged record as Unix time",
+    Flavour.KEEP_FUTURE_LEASES: "twin: recovery keeps a lease dated more than TTL in the future",
 }
 
 #: The invariants each defect must violate (F314's table, checked by the tests).
@@ -58,7 +65,7 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     Flavour.DUPLICATE_OWNER: frozenset({"L1_SingleOwner", "L3_RefusalChangesNothing"}),
     Flavour.UNFENCED_STATE: frozenset({"L1_SingleOwner", "L2_OwnerFenced"}),
     Flavour.MONOTONIC_PERSISTED: frozenset(
-        {"L4_UnixClockDomain", "L5_LegacyMigratable", "NoStuckLease"}
+        {"L4_UnixClockDomain", "L5_LegacyMigratable", "L5_LegacyMigrated", "NoStuckLease"}
     ),
     Flavour.REPORTED_ID_WINS: frozenset({"L7_AuthoritativeStateId"}),
     Flavour.KEEP_REFUSED_LEASE: frozenset({"L1_NoOrphanLease"}),
@@ -68,6 +75,8 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     Flavour.RESTART_KEEPS_OWNERS: frozenset({"L6_NoInheritedOwnership"}),
     Flavour.RESTART_DROPS_STATS: frozenset({"L6_StatisticsSurvive"}),
     Flavour.COORDINATOR_FIRST: frozenset({"CompletionsAccounted"}),
+    Flavour.LEGACY_NOT_MIGRATED: frozenset({"L5_LegacyMigrated"}),
+    Flavour.KEEP_FUTURE_LEASES: frozenset({"NoStuckLeaseRecovered"}),
 }
 
 #: Beyond F314's table: rank fencing with more than one dispatch per rank (F314's own caveat).

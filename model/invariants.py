@@ -1,7 +1,7 @@
 """L1–L7 of F314 and ``type_ok``, each one condition, worded as in F314's table.
 
 State invariants take a state; two-state properties (L1's orphans, L2's removals, L3, L4's
-reboot, L6's statistics, L7) take
+reboot, L5's and NoStuckLease's recovery steps, L6's statistics, L7) take
 ``(before, after)``. The same names, and the same one-line comments, appear in the TLA+ spec
 (``L1_SingleOwner`` ...) and in the conformance machines.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 from leasefence.model.coordinator import active_lease
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX, CLOCKS, reclaimable
 from leasefence.model.state import Coordinator, Journal, State, get
-from leasefence.model.system import Bounds
+from leasefence.model.system import Bounds, reclaim_expired
 
 
 def type_ok(s: State, b: Bounds) -> bool:
@@ -197,6 +197,42 @@ def no_stuck_lease(s: State, b: Bounds) -> bool:
     )
 
 
+# L5 and NoStuckLease above are about the rule ``reclaimable`` (which has the clock tag and the
+# future date as disjuncts): they cannot fail unless that function does. The two below are about
+# the state machine: what a recovery step leaves. A recovery is ReclaimExpired or a restart's
+# (RestartMaster and every Crash action recover the files; the epoch changes only there).
+def is_recovery(before: State, after: State, b: Bounds) -> bool:
+    """Recovery: the step ``before -> after`` is ReclaimExpired or a restart."""
+    if after.coordinator.epoch != before.coordinator.epoch:
+        return True
+    return reclaim_expired(before, b)[1] == after
+
+
+# L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
+def l5_legacy_migrated(before: State, after: State, b: Bounds) -> bool:
+    # Stated about the state machine: no journal record without the Unix tag outlives a recovery.
+    if all(x.clock == CLOCK_UNIX for _, x in after.journal.leases):
+        return True
+    return not is_recovery(before, after, b)
+
+
+# Beyond F314: no lease stays stuck after a wall-clock rollback; each is reclaimable within 2*TTL.
+def no_stuck_lease_recovered(before: State, after: State, b: Bounds) -> bool:
+    # Stated about the state machine: every Unix journal lease and every active state lease a
+    # recovery keeps is dated within [now - TTL, now + TTL] (TTL = 0: none is kept), so it
+    # expires within 2*TTL ticks of the wall clock, whatever rollbacks and reboots came before.
+    now, ttl, c = after.wall, b.ttl, after.coordinator
+
+    def fresh(updated: int) -> bool:
+        return -ttl <= now - updated < ttl
+
+    if all(fresh(x.updated) for _, x in after.journal.leases if x.clock == CLOCK_UNIX) and all(
+        fresh(x.updated) for _, x in c.leases if x.epoch == c.epoch
+    ):
+        return True
+    return not is_recovery(before, after, b)
+
+
 # Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
 def completions_accounted(s: State, b: Bounds) -> bool:
     return all(completions_kept(s, b, t) for t, _ in s.coordinator.stats)
@@ -270,6 +306,8 @@ STEP_PROPERTIES: dict[str, StepCheck] = {
     "L2_RemovalFenced": l2_removal_fenced,
     "L3_RefusalChangesNothing": l3_refusal_changes_nothing,
     "L4_UnixClockDomain": l4_unix_clock_domain,
+    "L5_LegacyMigrated": l5_legacy_migrated,
+    "NoStuckLeaseRecovered": no_stuck_lease_recovered,
     "L6_StatisticsSurvive": l6_statistics_survive,
     "L7_AuthoritativeStateId": l7_authoritative_state_id,
 }
@@ -277,7 +315,9 @@ STEP_PROPERTIES: dict[str, StepCheck] = {
 #: Step properties stated over the whole system step (the master's dispatches and the results in
 #: flight): checked on the spec's actions by both model checkers, not on one container's calls
 #: (the conformance machines) nor on an implementation trace's compound steps.
-SYSTEM_STEP_PROPERTIES: frozenset[str] = frozenset({"L1_NoOrphanLease", "L2_RemovalFenced"})
+SYSTEM_STEP_PROPERTIES: frozenset[str] = frozenset(
+    {"L1_NoOrphanLease", "L2_RemovalFenced", "L5_LegacyMigrated", "NoStuckLeaseRecovered"}
+)
 
 
 def violated(

@@ -7,7 +7,7 @@ Timestamps are ticks: ``wall`` (Unix) and ``mono`` (monotonic, reset by a reboot
 from __future__ import annotations
 
 from leasefence.model.flavours import Flavour
-from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, reclaimable
+from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO, CLOCK_UNIX, recovers
 from leasefence.model.state import Journal, Lease, add, drop, get, put
 
 FIXED = Flavour.FIXED
@@ -90,14 +90,14 @@ def abandon_work(
 def recover_work(
     j: Journal, ttl: int, wall: int, mono: int, flavour: Flavour = FIXED
 ) -> tuple[tuple[str, ...], Journal]:
-    """RecoverWork. Reclaims every active lease the recovery rule selects (``rules.reclaimable``).
+    """RecoverWork. Reclaims every active lease the recovery rule selects (``rules.recovers``).
 
     Appends one ``reclaim`` record per reclaimed ID and returns the IDs in sorted order.
     """
     gone = tuple(
         w
         for w, lease in j.leases
-        if reclaimable(lease.updated, lease.clock, wall, mono, ttl, flavour)
+        if recovers(lease.updated, lease.clock, wall, mono, ttl, flavour)
         or (
             flavour is Flavour.RECLAIM_EARLY
             and lease.clock == CLOCK_UNIX

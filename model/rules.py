@@ -49,6 +49,20 @@ def reclaimable(
     return wall - updated >= ttl
 
 
+def recovers(
+    updated: int, clock: str, wall: int, mono: int, ttl: int, flavour: Flavour = Flavour.FIXED
+) -> bool:
+    """Recovers(updated, clock): the verdict recovery (``recover_work``, ``recover_states``)
+    gives a lease: ``reclaimable``, but under two must-fail twins. ``LEGACY_NOT_MIGRATED``
+    ignores the clock tag (an untagged record is compared as Unix time);
+    ``KEEP_FUTURE_LEASES`` drops the future-dated disjunct."""
+    if flavour is Flavour.LEGACY_NOT_MIGRATED:
+        return reclaimable(updated, CLOCK_UNIX, wall, mono, ttl, flavour)
+    if flavour is Flavour.KEEP_FUTURE_LEASES and clock == CLOCK_UNIX:
+        return ttl == 0 or wall - updated >= ttl
+    return reclaimable(updated, clock, wall, mono, ttl, flavour)
+
+
 def authoritative_state_task(
     active: str | None, reported: str | None, flavour: Flavour = Flavour.FIXED
 ) -> str | None:

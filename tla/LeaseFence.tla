@@ -65,7 +65,8 @@ LegacyRecords == TRUE
 \* The protocol as F314 fixes it, each pre-fix defect switched back on alone, and the
 \* must-fail twins: one planted bug for each property no defect of F314 breaks.
 Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4", "keep-refused-lease",
-             "reclaim-early", "restart-keeps-owners", "restart-drops-stats", "coordinator-first"}
+             "reclaim-early", "restart-keeps-owners", "restart-drops-stats", "coordinator-first",
+             "legacy-not-migrated", "keep-future-leases"}
 \* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
 Defect1 == Flavour = "defect1"
 \* defect2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
@@ -85,6 +86,10 @@ RestartDropsStats == Flavour = "restart-drops-stats"
 \* Twin of CompletionsAccounted: a step writes the coordinator before the journal, so a crash
 \* inside it leaves the coordinator's part on disk instead of the journal's.
 CoordinatorFirst == Flavour = "coordinator-first"
+\* Twin of L5_LegacyMigrated: recovery reads a record without the Unix tag as a Unix one.
+LegacyNotMigrated == Flavour = "legacy-not-migrated"
+\* Twin of NoStuckLeaseRecovered: recovery keeps a Unix lease dated more than TTL in the future.
+KeepFutureLeases == Flavour = "keep-future-leases"
 
 ASSUME /\ Flavour \in Flavours
        /\ Pipeline \in Nat \ {0}
@@ -253,12 +258,21 @@ AbandonWork(j, w, r, g) ==
     IF ~Has(j.leases, w) \/ (Fenced /\ ~OwnsWork(j, w, r, g)) THEN Refused(j)
     ELSE [ok |-> TRUE, next |-> [j EXCEPT !.leases = Drop(j.leases, w)]]
 
+(* Recovers(updated, clock): the verdict recovery (RecoverWork,              *)
+(* RecoverStates) gives a lease: Reclaimable, but under two twins.          *)
+(* LegacyNotMigrated ignores the clock tag (an untagged record is compared  *)
+(* as Unix time); KeepFutureLeases drops the future-dated disjunct.         *)
+Recovers(updated, clock) ==
+    IF LegacyNotMigrated THEN Reclaimable(updated, "unix", wall, mono)
+    ELSE IF KeepFutureLeases /\ clock = "unix" THEN TTL = 0 \/ wall - updated >= TTL
+    ELSE Reclaimable(updated, clock, wall, mono)
+
 (* RecoverWork(j) mirrors journal.recover_work.  Reclaims every active      *)
 (* lease the recovery rule selects; `gone` is the set of reclaimed IDs.     *)
 (* The twin ReclaimEarly also reclaims a Unix lease one tick before its TTL. *)
 RecoverWork(j) ==
     LET gone == {w \in DOMAIN j.leases :
-                    \/ Reclaimable(j.leases[w].updated, j.leases[w].clock, wall, mono)
+                    \/ Recovers(j.leases[w].updated, j.leases[w].clock)
                     \/ /\ ReclaimEarly
                        /\ j.leases[w].clock = "unix"
                        /\ wall - j.leases[w].updated >= TTL - 1}
@@ -335,7 +349,7 @@ DiscardState(c, t, r, g) ==
 RecoverStates(c) ==
     LET gone == {t \in DOMAIN c.leases :
                     \/ c.leases[t].epoch # c.epoch
-                    \/ Reclaimable(c.leases[t].updated, "unix", wall, mono)}
+                    \/ Recovers(c.leases[t].updated, "unix")}
     IN  [gone |-> gone, next |-> [c EXCEPT !.leases = Without(c.leases, gone)]]
 
 (* RestartCoordinator(c) mirrors coordinator.restart_coordinator: loads the *)
@@ -776,6 +790,38 @@ NoStuckLease ==
         /\ \A t \in DOMAIN coordinator.leases :
               coordinator.leases[t].epoch = coordinator.epoch =>
                  Frees(coordinator.leases[t].updated, "unix")
+
+(* L5 and NoStuckLease above are about the rule Reclaimable, which has the  *)
+(* clock tag and the future date as disjuncts: they cannot fail unless that  *)
+(* function does (issue 21 point 2).  The two below are about the state     *)
+(* machine: what a recovery step leaves.  A recovery is ReclaimExpired or a *)
+(* restart's (RestartMaster and every Crash action run RecoverWork and      *)
+(* RecoverStates on the files; the epoch changes only there).               *)
+Recovery == ReclaimExpired \/ coordinator'.epoch # coordinator.epoch
+
+\* L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
+\* Stated about the state machine: no journal record without the Unix tag outlives a recovery.
+L5MigratedStep ==
+    Recovery => \A w \in DOMAIN journal'.leases : journal'.leases[w].clock = "unix"
+
+\* L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
+L5_LegacyMigrated == [][L5MigratedStep]_vars
+
+\* Beyond F314: no lease stays stuck after a wall-clock rollback; each is reclaimable within 2*TTL.
+\* Stated about the state machine: every Unix journal lease and every active state lease a
+\* recovery keeps is dated within [now - TTL, now + TTL] (TTL = 0: none is kept), so it expires
+\* within 2*TTL ticks of the wall clock, whatever rollbacks and reboots came before.
+Fresh(updated) == -TTL <= wall' - updated /\ wall' - updated < TTL
+NoStuckStep ==
+    Recovery =>
+        /\ \A w \in DOMAIN journal'.leases :
+              journal'.leases[w].clock = "unix" => Fresh(journal'.leases[w].updated)
+        /\ \A t \in DOMAIN coordinator'.leases :
+              coordinator'.leases[t].epoch = coordinator'.epoch
+                 => Fresh(coordinator'.leases[t].updated)
+
+\* Beyond F314: no lease stays stuck after a wall-clock rollback; each is reclaimable within 2*TTL.
+NoStuckLeaseRecovered == [][NoStuckStep]_vars
 
 \* Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
 CompletionsAccounted ==

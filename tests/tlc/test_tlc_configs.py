@@ -120,6 +120,28 @@ def test_the_issues_mutation_of_the_compensating_undo_fails_the_ci_config(
     assert [s.action for s in v.result.counterexample] == ["Init", "DispatchWork", "DispatchWork"]
 
 
+def test_a_recovery_that_ignores_the_clock_tag_fails_the_ci_config(
+    tools: Tools, tmp_path: Path
+) -> None:
+    # Issue 21 point 2: L5_LegacyMigratable quotes Reclaimable, so a recovery that compares an
+    # untagged record as Unix time passed it; L5_LegacyMigrated, about the recovery step, fails.
+    for src in [*TLA_DIR.glob("*.tla"), TLA_DIR / "MCLeaseFence.cfg"]:
+        shutil.copy2(src, tmp_path / src.name)
+    spec = tmp_path / "LeaseFence.tla"
+    text = spec.read_text()
+    rule = "Recovers(j.leases[w].updated, j.leases[w].clock)"
+    assert rule in text
+    spec.write_text(text.replace(rule, 'Recovers(j.leases[w].updated, "unix")'))
+    v = check_config(tmp_path / "MCLeaseFence.cfg", tools)
+    assert v.result.violated == "L5_LegacyMigrated", v.summary()
+    assert [s.action for s in v.result.counterexample] == [
+        "Init",
+        "Tick",
+        "LegacyRecord",
+        "RestartMaster",
+    ]
+
+
 def test_tlc_and_the_model_explore_the_same_graph_without_legacy_records(tools: Tools) -> None:
     b = bounds_of_config(TLA_DIR / "Buggy_NoStuckLease.cfg")
     assert not b.legacy

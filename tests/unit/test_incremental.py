@@ -258,6 +258,24 @@ def _planted() -> dict[str, tuple[State, State, Bounds]]:
             s._replace(journal=j._replace(leases=put(j.leases, "w158", legacy))),
             mono,
         ),
+        # A restart (the epoch changes) whose recovery kept an untagged record.
+        "L5_LegacyMigrated": (
+            s,
+            s._replace(
+                journal=j._replace(leases=put(j.leases, "w158", legacy)),
+                coordinator=c._replace(epoch=c.epoch + 1),
+            ),
+            WIDE,
+        ),
+        # A restart whose recovery kept a Unix lease dated far in the future.
+        "NoStuckLeaseRecovered": (
+            s,
+            s._replace(
+                journal=j._replace(leases=put(j.leases, "w158", Lease(2, 100, "unix"))),
+                coordinator=c._replace(epoch=c.epoch + 1),
+            ),
+            WIDE,
+        ),
         "L6_NoInheritedOwnership": (
             s,
             s._replace(coordinator=c._replace(leases=put(c.leases, "s010", StateLease(2, 5, 1)))),

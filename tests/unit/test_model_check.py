@@ -13,6 +13,8 @@ from leasefence.cli import main
 from leasefence.model.check import explore
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.model.system import Bounds
+from leasefence.tlc.agree import bounds_of_config
+from leasefence.tlc.configs import TLA_DIR
 
 MODEL_DIR = Path(__file__).resolve().parents[2] / "model"
 
@@ -58,8 +60,32 @@ TWIN_WITNESSES = {
 }
 
 
+#: The twins of the recovery-step properties (issue 21 point 2), under their configs' bounds
+#: (``keep-future-leases`` needs a rollback and two ticks): config and witness after Init.
+RECOVERY_TWINS = {
+    Flavour.LEGACY_NOT_MIGRATED: (
+        "Buggy_L5_LegacyMigrated",
+        ["Tick", "LegacyRecord", "RestartMaster"],
+    ),
+    Flavour.KEEP_FUTURE_LEASES: (
+        "Buggy_NoStuckLeaseRecovered",
+        ["Tick", "Tick", "DispatchWork", "RollbackClock", "RestartMaster"],
+    ),
+}
+
+
 def test_every_flavour_is_a_defect_or_a_twin_with_its_witness() -> None:
-    assert set(Flavour) == {Flavour.FIXED, *DEFECTS, *TWIN_WITNESSES}
+    assert set(Flavour) == {Flavour.FIXED, *DEFECTS, *TWIN_WITNESSES, *RECOVERY_TWINS}
+
+
+@pytest.mark.parametrize("flavour", list(RECOVERY_TWINS), ids=[f.value for f in RECOVERY_TWINS])
+def test_each_recovery_twin_fails_on_its_property_with_its_witness(flavour: Flavour) -> None:
+    cfg, witness = RECOVERY_TWINS[flavour]
+    b = bounds_of_config(TLA_DIR / f"{cfg}.cfg")
+    assert b.flavour is flavour
+    result = explore(b, only=EXPECTED_VIOLATIONS[flavour] | {"TypeOK"})
+    assert result.violated == sorted(EXPECTED_VIOLATIONS[flavour]), result.violated
+    assert [step.label[0] for step in result.trace[1:] if step.label] == witness
 
 
 @pytest.mark.parametrize("flavour", list(TWIN_WITNESSES), ids=[f.value for f in TWIN_WITNESSES])

@@ -67,6 +67,7 @@ class Chunked(Generic[K, V]):
         "_len",
         "_origins",
         "_sure",
+        "_total",
         "_vals",
     )
 
@@ -81,6 +82,9 @@ class Chunked(Generic[K, V]):
     _edits: tuple[K, ...]
     #: Whether the last edit certainly changed its entry (a value of another type may be equal).
     _sure: bool
+    #: The sum of the values once ``total`` was asked (numeric values only), carried through
+    #: edits: None until then, and not part of the value.
+    _total: Any
 
     def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]]) -> None:
         pairs = sorted(dict(items).items())
@@ -93,6 +97,7 @@ class Chunked(Generic[K, V]):
         self._firsts = tuple(ks[0] for ks in keys)
         self._origins = self._edits = _NO_LINEAGE
         self._sure = False
+        self._total = None
 
     def __reduce__(self) -> tuple[type[Chunked[K, V]], tuple[dict[K, V]]]:
         """Pickled and copied as its pairs (a copy has no lineage)."""
@@ -113,6 +118,7 @@ class Chunked(Generic[K, V]):
         m._origins = (ref(self), *self._origins[: LINEAGE - 1])
         m._edits = (key, *self._edits[: LINEAGE - 1])
         m._sure = sure
+        m._total = None
         return m
 
     def _find(self, key: K) -> tuple[int, int, bool]:
@@ -160,7 +166,7 @@ class Chunked(Generic[K, V]):
             if not sure and type(old) is type(value):
                 return self
             vals = self._vals  # the same keys: only one chunk of values is copied
-            return self._edited(
+            m = self._edited(
                 sure,
                 key,
                 self._keys,
@@ -168,10 +174,13 @@ class Chunked(Generic[K, V]):
                 self._firsts,
                 self._len,
             )
+            if self._total is not None:
+                m._total = self._total - old + value
+            return m
         nks, nvs, size = (*ks[:j], key, *ks[j:]), (*vs[:j], value, *vs[j:]), self._len + 1
         keys, vals, firsts = self._keys, self._vals, self._firsts
         if len(nks) <= SMALL or len(nks) <= 2 * isqrt(size):
-            return self._edited(
+            m = self._edited(
                 True,
                 key,
                 (*keys[:i], nks, *keys[i + 1 :]),
@@ -179,15 +188,19 @@ class Chunked(Generic[K, V]):
                 firsts if j else (*firsts[:i], key, *firsts[i + 1 :]),
                 size,
             )
-        h = len(nks) // 2  # split the chunk in two
-        return self._edited(
-            True,
-            key,
-            (*keys[:i], nks[:h], nks[h:], *keys[i + 1 :]),
-            (*vals[:i], nvs[:h], nvs[h:], *vals[i + 1 :]),
-            (*firsts[:i], nks[0], nks[h], *firsts[i + 1 :]),
-            size,
-        )
+        else:
+            h = len(nks) // 2  # split the chunk in two
+            m = self._edited(
+                True,
+                key,
+                (*keys[:i], nks[:h], nks[h:], *keys[i + 1 :]),
+                (*vals[:i], nvs[:h], nvs[h:], *vals[i + 1 :]),
+                (*firsts[:i], nks[0], nks[h], *firsts[i + 1 :]),
+                size,
+            )
+        if self._total is not None:
+            m._total = self._total + value
+        return m
 
     def delete(self, key: K) -> Map[K, V]:
         """This map without ``key`` (itself when ``key`` is absent; a tuple once small)."""
@@ -199,7 +212,7 @@ class Chunked(Generic[K, V]):
         ks, vs = self._keys[i], self._vals[i]
         nks, nvs = ks[:j] + ks[j + 1 :], vs[:j] + vs[j + 1 :]
         new_k, new_v, new_f = ((nks,), (nvs,), (nks[0],)) if nks else ((), (), ())
-        return self._edited(
+        m = self._edited(
             True,
             key,
             self._keys[:i] + new_k + self._keys[i + 1 :],
@@ -207,6 +220,17 @@ class Chunked(Generic[K, V]):
             self._firsts[:i] + new_f + self._firsts[i + 1 :],
             self._len - 1,
         )
+        if self._total is not None:
+            m._total = self._total - vs[j]
+        return m
+
+    def total(self) -> Any:
+        """The sum of the values (numbers): computed once, then carried through each edit (a
+        map edited from one whose total is known knows its own in one subtraction and one
+        addition), so a sum asked at every step of a run costs no read of the map."""
+        if self._total is None:
+            self._total = sum(chain.from_iterable(self._vals))
+        return self._total
 
     def keys(self) -> Iterator[K]:
         """The keys, in order."""
@@ -390,6 +414,13 @@ def get(m: Map[K, V], key: K) -> V | None:
                 return v
         return None
     return m.get(key)  # type: ignore[union-attr]
+
+
+def total(m: Map[K, int]) -> int:
+    """The sum of the values of ``m`` (a map to numbers)."""
+    if type(m) is tuple:
+        return sum(v for _, v in m)
+    return m.total()  # type: ignore[union-attr,no-any-return]
 
 
 def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:

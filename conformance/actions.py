@@ -59,7 +59,7 @@ ACTIONS: tuple[Action, ...] = (
         "system.initial_state", "()",
         "master.Master.open",
         "(journal_path, snapshot_path, catalogue, *, ttl, clock, trace, reservation_limits, "
-        "max_failures, max_invalid, pipeline, fence, candidates, group_commit)",
+        "max_failures, max_invalid, pipeline, fence, candidates, group_commit, depth_by_ttl)",
         "Header", ("open",),
         note="the trace's `Header` line (written when the trace is opened) holds the bounds the "
         "validator starts the model from; a restarted master writes another `Header` before "

@@ -13,7 +13,7 @@ from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.tlc.agree import agree, bounds_of_config
 from leasefence.tlc.configs import TLA_DIR, all_configs, checked_properties, expectation, is_live
 from leasefence.tlc.jar import Tools
-from leasefence.tlc.runner import check_config
+from leasefence.tlc.runner import Verdict, check_config
 
 pytestmark = pytest.mark.tlc
 
@@ -104,18 +104,23 @@ def test_each_must_fail_config_fails_in_tlc_and_the_model_with_witnesses_of_one_
     assert len(v.result.counterexample) == len(model.trace)
 
 
-def test_the_issues_mutation_of_the_compensating_undo_fails_the_ci_config(
-    tools: Tools, tmp_path: Path
-) -> None:
-    # Issue 21: a refused dispatch that keeps its work lease passed MCLeaseFence.cfg (9,824 states).
+def _ci_config_with(tools: Tools, tmp_path: Path, old: str, new: str) -> Verdict:
+    """TLC's verdict on MCLeaseFence.cfg with ``old`` (which must be there) replaced by ``new`` in
+    a copy of the spec."""
     for src in [*TLA_DIR.glob("*.tla"), TLA_DIR / "MCLeaseFence.cfg"]:
         shutil.copy2(src, tmp_path / src.name)
     spec = tmp_path / "LeaseFence.tla"
     text = spec.read_text()
-    undo = "ELSE AbandonWork(lw.next, w, r, g).next"
-    assert undo in text
-    spec.write_text(text.replace(undo, "ELSE lw.next"))
-    v = check_config(tmp_path / "MCLeaseFence.cfg", tools)
+    assert old in text
+    spec.write_text(text.replace(old, new))
+    return check_config(tmp_path / "MCLeaseFence.cfg", tools)
+
+
+def test_the_issues_mutation_of_the_compensating_undo_fails_the_ci_config(
+    tools: Tools, tmp_path: Path
+) -> None:
+    # Issue 21: a refused dispatch that keeps its work lease passed MCLeaseFence.cfg (9,824 states).
+    v = _ci_config_with(tools, tmp_path, "ELSE AbandonWork(lw.next, w, r, g).next", "ELSE lw.next")
     assert v.result.violated == "L1_NoOrphanLease", v.summary()
     assert [s.action for s in v.result.counterexample] == ["Init", "DispatchWork", "DispatchWork"]
 
@@ -125,14 +130,8 @@ def test_a_recovery_that_ignores_the_clock_tag_fails_the_ci_config(
 ) -> None:
     # Issue 21 point 2: L5_LegacyMigratable quotes Reclaimable, so a recovery that compares an
     # untagged record as Unix time passed it; L5_LegacyMigrated, about the recovery step, fails.
-    for src in [*TLA_DIR.glob("*.tla"), TLA_DIR / "MCLeaseFence.cfg"]:
-        shutil.copy2(src, tmp_path / src.name)
-    spec = tmp_path / "LeaseFence.tla"
-    text = spec.read_text()
     rule = "Recovers(j.leases[w].updated, j.leases[w].clock)"
-    assert rule in text
-    spec.write_text(text.replace(rule, 'Recovers(j.leases[w].updated, "unix")'))
-    v = check_config(tmp_path / "MCLeaseFence.cfg", tools)
+    v = _ci_config_with(tools, tmp_path, rule, 'Recovers(j.leases[w].updated, "unix")')
     assert v.result.violated == "L5_LegacyMigrated", v.summary()
     assert [s.action for s in v.result.counterexample] == [
         "Init",

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from leasefence.model.coordinator import active_lease
-from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX, CLOCKS, reclaimable
+from leasefence.model.rules import (
+    CLOCK_LEGACY,
+    CLOCK_UNIX,
+    CLOCKS,
+    reclaimable,
+    reclaimable_within,
+)
 from leasefence.model.state import Coordinator, Journal, State, get
 from leasefence.model.system import Bounds, reclaim_expired
 
@@ -183,12 +189,10 @@ def l5_legacy_migratable(s: State, b: Bounds) -> bool:
 
 # Beyond F314: no lease stays stuck after a wall-clock rollback; each is reclaimable within 2*TTL.
 def no_stuck_lease(s: State, b: Bounds) -> bool:
-    horizon = range(2 * b.ttl + 1)
-
+    # Reclaimable at some instant of the next 2 * TTL ticks (``reclaimable_within``: the spec's
+    # \E d \in 0..2*TTL, in closed form).
     def frees(updated: int, clock: str) -> bool:
-        return any(
-            reclaimable(updated, clock, s.wall + d, s.mono + d, b.ttl, b.flavour) for d in horizon
-        )
+        return reclaimable_within(updated, clock, s.wall, s.mono, b.ttl, 2 * b.ttl, b.flavour)
 
     return all(frees(x.updated, x.clock) for _, x in s.journal.leases) and all(
         frees(x.updated, CLOCK_UNIX)
@@ -250,11 +254,8 @@ def completions_kept(s: State, b: Bounds, t: str) -> bool:
 def l6_no_inherited_ownership(s: State, b: Bounds) -> bool:
     # Every active state lease belongs to a live dispatch of its owner (token) in this epoch.
     c = s.coordinator
-    for t, x in c.leases:
-        live = any(r == x.owner and d.task == t and d.gen == x.gen for r, d in s.active)
-        if x.epoch == c.epoch and not live:
-            return False
-    return True
+    live = {(r, d.task, d.gen) for r, d in s.active}
+    return all((x.owner, t, x.gen) in live for t, x in c.leases if x.epoch == c.epoch)
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
@@ -275,11 +276,9 @@ def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
 def l7_authoritative_state_id(before: State, after: State, b: Bounds) -> bool:
     # When a rank's dispatch ends within one epoch, the task the master stored for it is the one
     # released in that step: the dispatch's owner token holds no active lease of it afterwards.
-    if after.coordinator.epoch != before.coordinator.epoch:
+    if after.coordinator.epoch != before.coordinator.epoch or before.active is after.active:
         return True
-    for r, d in before.active:
-        if (r, d) in after.active:
-            continue
+    for r, d in set(before.active).difference(after.active):
         lease = active_lease(after.coordinator, d.task)
         if lease is not None and (lease.owner, lease.gen) == (r, d.gen):
             return False

@@ -49,6 +49,29 @@ def reclaimable(
     return wall - updated >= ttl
 
 
+def reclaimable_within(
+    updated: int,
+    clock: str,
+    wall: int,
+    mono: int,
+    ttl: int,
+    horizon: int,
+    flavour: Flavour = Flavour.FIXED,
+) -> bool:
+    """``any(reclaimable(updated, clock, wall + d, mono + d, ttl, flavour) for d in
+    range(horizon + 1))``: whether the lease is reclaimable at some instant of the next
+    ``horizon`` ticks, in closed form (no scan of the horizon: a trace replay asks it of every
+    lease at every step). Each test of ``reclaimable`` is monotone in ``d``: the elapsed time
+    grows with it (best at ``d = horizon``), the future date shrinks (best at ``d = 0``)."""
+    if horizon < 0:
+        return False
+    if flavour is Flavour.MONOTONIC_PERSISTED:
+        return mono + horizon - updated >= ttl
+    if ttl == 0 or clock != CLOCK_UNIX:
+        return True
+    return updated - wall > ttl or wall + horizon - updated >= ttl
+
+
 def recovers(
     updated: int, clock: str, wall: int, mono: int, ttl: int, flavour: Flavour = Flavour.FIXED
 ) -> bool:

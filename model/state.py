@@ -409,6 +409,9 @@ def as_ids(members: Iterable[K]) -> Ids[K]:
 def get(m: Map[K, V], key: K) -> V | None:
     """The value at ``key``, or None."""
     if type(m) is tuple:
+        if len(m) > 8:  # bisect the sorted pairs: ``(key,)`` sorts just before ``(key, value)``
+            i = bisect_left(m, (key,))
+            return m[i][1] if i < len(m) and m[i][0] == key else None
         for k, v in m:
             if k == key:
                 return v
@@ -465,6 +468,19 @@ def discard(s: Ids[K], member: K) -> Ids[K]:
     return s - {member}
 
 
+T = TypeVar("T")
+
+
+def unshared(a: tuple[T, ...], b: tuple[T, ...]) -> tuple[tuple[T, ...], tuple[T, ...]]:
+    """``a`` and ``b`` without the items both hold, the same objects, at the same place from
+    either end: what an edit (``put``, ``drop``) did not copy, found by identity in C."""
+    n, m = len(a), len(b)
+    lim = min(n, m)
+    i = next(compress(count(), map(is_not, a, b)), lim)
+    j = min(next(compress(count(), map(is_not, reversed(a), reversed(b))), lim), lim - i)
+    return a[i : n - j], b[i : m - j]
+
+
 def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
     """The keys (of maps) or members (of sets) in which ``a`` and ``b`` differ: present in one
     only, or with unequal values. Chunked values read only the chunks a step did not share."""
@@ -479,8 +495,8 @@ def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
         return list(a ^ b)  # type: ignore[operator]
     if isinstance(a, abc.Set):
         return list(set(a) ^ set(b))  # type: ignore[arg-type]
-    if ta is tuple and tb is tuple and a == b:
-        return []
+    if ta is tuple and tb is tuple:
+        a, b = unshared(a, b)  # type: ignore[arg-type]
     rest = dict(a)
     out: list[K] = []
     for k, v in b:  # type: ignore[misc]

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from leasefence.model import incremental, invariants
 from leasefence.model.check import reachable
 from leasefence.model.flavours import Flavour
-from leasefence.model.rules import CLOCK_LEGACY, CLOCK_MONO
+from leasefence.model.rules import (
+    CLOCK_LEGACY,
+    CLOCK_MONO,
+    CLOCK_UNIX,
+    reclaimable,
+    reclaimable_within,
+)
 from leasefence.model.state import (
     LINEAGE,
     SMALL,
@@ -175,7 +181,7 @@ def _corrupt(s: State, rng: random.Random) -> State:
     """``s`` with one entry of one map changed to a value at random, often out of range."""
     j, c = s.journal, s.coordinator
     w, t = rng.choice(["w000", "w150", "x9"]), rng.choice(["s000", "s075", "x9"])
-    choice = rng.randrange(8)
+    choice = rng.randrange(11)
     if choice == 0:
         return s._replace(journal=j._replace(attempts=put(j.attempts, w, rng.choice([0, 1, 5]))))
     if choice == 1:
@@ -193,19 +199,40 @@ def _corrupt(s: State, rng: random.Random) -> State:
         return s._replace(coordinator=c._replace(leases=put(c.leases, t, lease_s)))
     if choice == 6:
         return s._replace(net=add(s.net, (rng.choice([1, 9]), w)))
-    return s._replace(journal=j._replace(attempts=drop(j.attempts, w)))
+    if choice == 7:
+        return s._replace(journal=j._replace(attempts=drop(j.attempts, w)))
+    # The active dispatches (read by L1, L2, L6, L7 and TypeOK through an index of them): one
+    # more (maybe one already there: a dispatch held twice), one fewer, or one changed.
+    active = list(s.active)
+    if choice == 8 or not active:
+        pick = rng.choice(active) if active and rng.random() < 0.5 else None
+        new = pick or (rng.choice([1, 2, 9]), Dispatch(w, WIDE.task(w) if w != "x9" else t))
+        return s._replace(active=tuple(sorted([*active, new])))
+    i = rng.randrange(len(active))
+    if choice == 9:
+        return s._replace(active=tuple(active[:i] + active[i + 1 :]))
+    r, d = active[i]
+    active[i] = (r, d._replace(gen=d.gen + rng.choice([-1, 1])))
+    return s._replace(active=tuple(sorted(active)))
+
+
+#: ``WIDE`` pipelined under generation fencing: several dispatches per rank, as in real runs.
+WIDE_PIPELINED = replace(WIDE, pipeline=3, fence="generation")
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(0, 2**32), st.integers(1, 250))
-def test_incremental_and_full_verdicts_agree_on_random_states(seed: int, steps: int) -> None:
-    run = _walk(seed, steps, WIDE)
+@given(st.integers(0, 2**32), st.integers(1, 250), st.sampled_from([WIDE, WIDE_PIPELINED]))
+def test_incremental_and_full_verdicts_agree_on_random_states(
+    seed: int, steps: int, b: Bounds
+) -> None:
+    run = _walk(seed, steps, b)
     rng = random.Random(seed)
     for since, after in zip(run[-6:], run[-5:], strict=False):
         bad = _corrupt(after, rng)
-        for t in (after, bad):
-            assert incremental.violated(since, t, WIDE, since=since) == _full(since, t, WIDE)
-            assert incremental.Checker()(since, t, WIDE, since) == _full(since, t, WIDE)
+        worse = _corrupt(bad, rng)
+        for t in (after, bad, worse):
+            assert incremental.violated(since, t, b, since=since) == _full(since, t, b)
+            assert incremental.Checker()(since, t, b, since) == _full(since, t, b)
 
 
 def _base() -> State:
@@ -353,3 +380,21 @@ def test_a_copied_or_pickled_map_has_no_lineage_and_still_compares_by_content() 
         assert repr(c) == repr(b)
         assert c._since(a) is None  # type: ignore[union-attr]
         assert changed(a, c) == [3]
+
+
+def test_reclaimable_within_is_the_scan_of_the_horizon_it_stands_for() -> None:
+    # NoStuckLease asks it of every lease at every replayed step: the closed form must give the
+    # spec's \E d \in 0..2*TTL at every point of a range that covers each branch.
+    for flavour in Flavour:
+        for clock in (CLOCK_UNIX, CLOCK_LEGACY, CLOCK_MONO):
+            for ttl in range(4):
+                for horizon in range(-1, 9):
+                    for updated in range(-3, 14):
+                        for wall in range(0, 9, 2):
+                            for mono in (0, 3):
+                                scan = any(
+                                    reclaimable(updated, clock, wall + d, mono + d, ttl, flavour)
+                                    for d in range(horizon + 1)
+                                )
+                                args = (updated, clock, wall, mono, ttl, horizon, flavour)
+                                assert reclaimable_within(*args) == scan, args

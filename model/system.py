@@ -9,6 +9,7 @@ the TLA+ ones; the one table of actions across layers is
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -154,11 +155,22 @@ Active = tuple[tuple[int, Dispatch], ...]
 
 
 def _add(active: Active, rank: int, d: Dispatch) -> Active:
-    return tuple(sorted({*active, (rank, d)}))
+    """``active`` with ``(rank, d)`` in its sorted place (unchanged if there already)."""
+    p = (rank, d)
+    i = bisect_left(active, p)
+    if i < len(active) and active[i] == p:
+        return active
+    return (*active[:i], p, *active[i:])
 
 
 def _remove(active: Active, rank: int, d: Dispatch) -> Active:
-    return tuple(x for x in active if x != (rank, d))
+    """``active`` without ``(rank, d)``."""
+    p = (rank, d)
+    i = bisect_left(active, p)
+    j = i
+    while j < len(active) and active[j] == p:
+        j += 1
+    return active if i == j else active[:i] + active[j:]
 
 
 def dispatch_work(

@@ -7,8 +7,6 @@ import stat
 import sys
 from pathlib import Path
 
-from leasefence.conformance.tracecheck import TraceFormatError, validate
-
 
 def configure(p: argparse.ArgumentParser) -> None:
     """Arguments of `leasefence trace` (the parser is made by ``leasefence.cli``)."""
@@ -33,6 +31,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `trace check --help` then starts without the model.
+    from leasefence.conformance.tracecheck import TraceFormatError, validate
+
     status = 0
     for path in args.trace:
         try:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -596,3 +599,25 @@ def test_the_fast_reader_of_common_lines_reads_every_variant_as_the_field_reader
             read = str(exc)
         assert read == slow, doc
     assert fast_ones > len(_COMMON_LINES[event])  # the fast path read the plain lines
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["trace", "check", "--help"]])
+def test_help_starts_without_importing_the_model_or_the_implementation(argv: list[str]) -> None:
+    # Issue 18, point 4: `--help` is quick because it imports no layer; counted in modules
+    # (deterministic), not timed. A fresh interpreter: this one has imported everything.
+    code = (
+        "import sys\nfrom leasefence.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('leasefence.')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    heavy = [
+        m
+        for m in loaded
+        if m.split(".")[1] in {"model", "impl", "conformance", "harness", "modelcheck", "tlc"}
+    ]
+    assert "usage:" in proc.stdout
+    assert heavy == [], heavy

@@ -1,10 +1,13 @@
 """Benchmark of ``leasefence trace check``: replayed steps per second against the run's size.
 
-A run of N work items is synthesized with the master's own ``TraceWriter`` (two ranks, two work
-IDs per state task, the second dispatch of a pair refused while the first holds the task, as in
-``leasefence run --worker trivial``: about 2.5 lines per item), then validated in process; the
-figure is steps per CPU second. Linear validation keeps it flat as N grows (issue 18). The
-process's peak resident memory after each size shows how memory grows with N.
+A run of N work items is synthesized with the master's own ``TraceWriter`` as ``leasefence run
+--worker trivial`` makes it by default: two ranks, two work IDs per state task, pipeline depth
+16 under generation fencing (each rank holds up to 16 dispatches, each with its own ``[epoch,
+counter]``), pending work taken in catalogue order with a variant passed over while its task is
+leased, each rank's results back in the order of its dispatches (about 2 lines per item). It is
+then validated in process; the figure is steps per CPU second. Linear validation keeps it flat
+as N grows (issue 18). The process's peak resident memory after each size shows how memory
+grows with N.
 """
 
 from __future__ import annotations
@@ -31,34 +34,56 @@ def _id(kind: str, n: int) -> str:
     return hashlib.sha256(f"{kind}{n}".encode()).hexdigest()
 
 
+#: The run's defaults that shape its trace: ranks, pipeline depth.
+RANKS, DEPTH = (1, 2), 16
+
+
 def synthesize(path: Path, items: int) -> int:
     """Write the trace of a correct run of ``items`` work items to ``path``; returns its lines."""
+    from collections import deque
+
     from leasefence.impl.master import ResultOutcome
     from leasefence.impl.trace import TraceWriter
 
     works = [_id("w", i) for i in range(items)]
     task_of = {w: _id("s", i // 2) for i, w in enumerate(works)}
+    pending = deque(works)
+    leased: set[str] = set()
+    held: dict[int, deque[tuple[str, tuple[int, int]]]] = {r: deque() for r in RANKS}
+    counter = dict.fromkeys(RANKS, 0)
     now, lines = 1_767_225_600.0, 1
     path.unlink(missing_ok=True)  # the writer appends, as a restarted master does
-    with TraceWriter(path, ttl=30.0, ranks=(1, 2), task_of=task_of) as tw:
+    with TraceWriter(
+        path, ttl=30.0, ranks=RANKS, task_of=task_of, pipeline=DEPTH, fence="generation"
+    ) as tw:
 
-        def deliver(r: int, w: str) -> None:
-            outcome = ResultOutcome(False, task_of[w], False, True, True)
-            tw.deliver_result(r, w, task_of[w], True, now, outcome)
+        def dispatch(r: int) -> None:
+            nonlocal now, lines
+            while len(held[r]) < DEPTH:
+                w = next((x for x in pending if task_of[x] not in leased), None)
+                if w is None:
+                    return
+                pending.remove(w)
+                leased.add(task_of[w])
+                counter[r] += 1
+                gen = (1, counter[r])
+                now += 0.0005
+                tw.dispatch_work(w, r, now, True, None, gen)
+                held[r].append((w, gen))
+                lines += 1
 
-        for first in range(0, items, 2):
-            pair = works[first : first + 2]
-            now += 0.001
-            tw.dispatch_work(pair[0], 1, now, True, None)
-            if len(pair) == 2:
-                tw.dispatch_work(pair[1], 2, now, False, "lease_state")
-            deliver(1, pair[0])
-            lines += 2 + (len(pair) == 2)
-            if len(pair) == 2:
-                now += 0.001
-                tw.dispatch_work(pair[1], 2, now, True, None)
-                deliver(2, pair[1])
-                lines += 2
+        for r in RANKS:
+            dispatch(r)
+        while any(held.values()):
+            for r in RANKS:
+                if held[r]:
+                    w, gen = held[r].popleft()
+                    now += 0.0005
+                    outcome = ResultOutcome(False, task_of[w], False, True, True)
+                    tw.deliver_result(r, w, task_of[w], True, now, outcome, gen)
+                    leased.discard(task_of[w])
+                    lines += 1
+                dispatch(r)
     return lines
 
 

@@ -222,7 +222,7 @@ def replay_dispatch_work(rp: Replay, ev: DispatchWork) -> str | None:
             f"{dispatches_of(s, r)} (pipeline {b.pipeline})"
         )
     injected = ev.refused if ev.refused in DISPATCH_STEPS[:3] else None
-    model_gen = next_generation(s, b)
+    model_gen = next_generation(s, r, b)
     out, t = dispatch_work(s, w, r, b, refuse=injected)
     if out.ok != ev.ok or out.refused != ev.refused:
         return (
@@ -446,8 +446,8 @@ def _master_steps(s: State, b: Bounds, since: int | None = None) -> list[tuple[s
     lease back, leaves exactly that on disk. ReclaimExpired is tried at every instant since ``since`` (see
     ``_reclaims_since``)."""
     out = [("ReclaimExpired", t) for t in _reclaims_since(s, b, s.wall if since is None else since)]
-    gen = next_generation(s, b)
     for r in b.ranks:
+        gen = next_generation(s, r, b)
         if len(dispatches_of(s, r)) < b.pipeline:
             out += [("DispatchWork", dispatch_work(s, w, r, b)[1]) for w in b.works]
             for w in b.works:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection
 from leasefence.model import invariants as full
 from leasefence.model.rules import CLOCKS
 from leasefence.model.state import State, changed, get
-from leasefence.model.system import Bounds
+from leasefence.model.system import GEN_BASE, Bounds
 
 
 def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
@@ -87,6 +87,10 @@ def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
     if since.gnet is not s.gnet:
         for r, w, g in changed(since.gnet, s.gnet):
             if not (r in ranks and w in works and g >= 1) and (r, w, g) in s.gnet:
+                return False
+    if since.gens is not s.gens:
+        for r, n in s.gens:
+            if not (r in ranks and 1 <= n < GEN_BASE):
                 return False
     return True
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 from leasefence.model.coordinator import active_lease
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX, CLOCKS, reclaimable
 from leasefence.model.state import Coordinator, Journal, State, get
-from leasefence.model.system import Bounds, reclaim_expired
+from leasefence.model.system import GEN_BASE, Bounds, reclaim_expired
 
 
 def type_ok(s: State, b: Bounds) -> bool:
@@ -47,6 +47,7 @@ def type_ok(s: State, b: Bounds) -> bool:
         and all(r in ranks and w in works for r, w in s.net)
         and all(r in ranks and w in works and g >= 1 for r, w, g in s.gnet)
         and 0 <= s.dups <= b.max_dups
+        and all(r in ranks and 1 <= n < GEN_BASE for r, n in s.gens)
     )
 
 

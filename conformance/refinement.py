@@ -24,8 +24,11 @@ Clock domains: the implementation's ``"unix"`` tag is the model's ``unix``; an u
 (``clock is None``, a record in F314's original format) is the model's ``legacy``.
 
 Generations (issue 12): the implementation's dispatch generation is ``(epoch, counter)``, per
-rank; the model's is one integer, ``next_generation`` (leases ever granted, plus one). Only
-equality matters to an exact-match fence, so the mapping is a bijection learnt as the run goes:
+rank; the model's is the same pair as one integer, ``epoch * GEN_BASE + counter``
+(``next_generation``), and each rank's counter is the model's ``gens`` (``Master.
+generation_counters``: both advance when the journal grants a lease, both restart at a restart).
+The mapping of the tokens is still a bijection learnt as the run goes (a harness may start the
+implementation's epochs elsewhere), since only equality matters to an exact-match fence:
 ``GenerationNames.bind`` pairs the implementation's token ``(rank, epoch, counter)`` with the
 model generation of the same dispatch; a token never bound (read from files the run did not
 write) gets a fresh name from ``FRESH`` up, far beyond any generation the model issues in a run. ``None`` (no generation, a
@@ -259,7 +262,8 @@ def master_state(m: Master, env: Environment, names: GenerationNames | None = No
     ):
         raise TypeError("master_state maps a master over a WorkLeaseJournal and a coordinator")
     return env.state(journal_state(journal, names), coordinator_state(coordinator, names))._replace(
-        active=active_dispatches(m, names)
+        active=active_dispatches(m, names),
+        gens=tuple((int(r), n) for r, n in m.generation_counters().items()),
     )
 
 

@@ -517,7 +517,7 @@ def _bind_lost(t: State, recovered: Recovered, names: GenerationNames) -> Genera
             if x.gen is None or held is None or held.owner != x.owner or held.gen <= 0:
                 continue
             token = (x.owner, x.gen[0], x.gen[1])
-            if token not in named.names and held.gen not in named.tokens:
+            if token not in named.names and (x.owner, held.gen) not in named.tokens:
                 named.bind(x.owner, x.gen, held.gen)
     return named
 

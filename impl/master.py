@@ -340,8 +340,11 @@ class Master:
         return [(r, d) for r in ranks for d in self._slots.get(r, [])]
 
     def _resume_generations(self) -> None:
-        """Start each rank's counter after every generation of this epoch still on disk, so a
-        token never repeats even when the epoch does not advance (no snapshot path)."""
+        """Resume(j, e): start each rank's counter after every generation of this epoch still
+        leased on disk. With the epoch a restart advances there is none: every counter starts
+        at 0. Where the epoch did not advance, a token of a lease that already ended could
+        repeat (the model's ``Fence = "counter"``, where only the stale test of
+        ``handle_result`` protects): hence generation fencing needs a snapshot path."""
         from leasefence.impl.journal import WorkLeaseJournal
 
         if not isinstance(self.journal, WorkLeaseJournal):

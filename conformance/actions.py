@@ -95,12 +95,35 @@ ACTIONS: tuple[Action, ...] = (
         "(a duplicated message) is the network's doing, not the master's",
     ),
     Action(
-        "NextGen", "", "operator",
-        "system.next_generation", "(s, b)",
+        "NextGen", "(r)", "operator",
+        "system.next_generation", "(s, rank, b)",
         "master.Master.next_generation", "(rank)",
         None, (),
-        note="the spec's and the model's generation is one more than the leases ever granted; "
-        "the implementation's is `(epoch, counter)` per rank",
+        note="the implementation's generation `(epoch, counter + 1)`, the counter being rank "
+        "`r`'s; the spec and the model write the pair as the number `epoch * GenBase + counter` "
+        "(`GenBase` = `GEN_BASE` = 100; 0: none). Under `Fence = \"counter\"` (spec and model "
+        "only, must-fail) the epoch is always 1, as `Master._epoch()` falls back to for a "
+        "coordinator without one",
+    ),
+    Action(
+        "Bump", "(r)", "operator",
+        "system.bump", "(s, rank, b)",
+        None, "",
+        None, (),
+        impl_text="`Master.dispatch` sets `_generations[rank]` when `WorkLeaseJournal.lease` "
+        "grants",
+        note="rank `r`'s counter (the spec's and model's `gens`, `Master.generation_counters()`) "
+        "advances when the journal grants a lease with `NextGen(r)`, the dispatch refused by "
+        "the coordinator after it included",
+    ),
+    Action(
+        "Resume", "(j, e)", "operator",
+        "system.resume_generations", "(j, epoch, base)",
+        "master.Master._resume_generations", "()",
+        None, (),
+        note="a restarted master's counters: each rank's largest counter of epoch `e` among its "
+        "journal leases as read from disk (before recovery), every other rank's 0; with the "
+        "epoch a restart advances, all 0",
     ),
     Action(
         "ReclaimExpired", "", "system",

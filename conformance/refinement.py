@@ -24,8 +24,11 @@ Clock domains: the implementation's ``"unix"`` tag is the model's ``unix``; an u
 (``clock is None``, a record in F314's original format) is the model's ``legacy``.
 
 Generations (issue 12): the implementation's dispatch generation is ``(epoch, counter)``, per
-rank; the model's is one integer, ``next_generation`` (leases ever granted, plus one). Only
-equality matters to an exact-match fence, so the mapping is a bijection learnt as the run goes:
+rank; the model's is the same pair as one integer, ``epoch * GEN_BASE + counter``
+(``next_generation``), and each rank's counter is the model's ``gens`` (``Master.
+generation_counters``: both advance when the journal grants a lease, both restart at a restart).
+The mapping of the tokens is still a bijection learnt as the run goes (a harness may start the
+implementation's epochs elsewhere), since only equality matters to an exact-match fence:
 ``GenerationNames.bind`` pairs the implementation's token ``(rank, epoch, counter)`` with the
 model generation of the same dispatch; a token never bound (read from files the run did not
 write) gets a fresh name from ``FRESH`` up, far beyond any generation the model issues in a run. ``None`` (no generation, a
@@ -97,17 +100,19 @@ def clock_domain(tag: str | None) -> str:
     raise AssertionError(f"unknown clock tag {tag!r} in the journal")
 
 
-#: The first name given to a token never bound (the model issues 1, 2, ... one per lease).
+#: The first name given to a token never bound (the model issues ``epoch * GEN_BASE + counter``,
+#: epochs at most a few).
 FRESH = 10**15
 
 
 @dataclass
 class GenerationNames:
     """The bijection between the implementation's owner tokens ``(rank, epoch, counter)`` and the
-    model's generations (integers; ``0`` is "none"). See the module's notes."""
+    model's ``(rank, generation)`` (integers; ``0`` is "none"): each rank's counter restarts
+    at a restart, so a model generation is unique per rank only. See the module's notes."""
 
     names: dict[tuple[int, int, int], int] = field(default_factory=dict)
-    tokens: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    tokens: dict[tuple[int, int], tuple[int, int, int]] = field(default_factory=dict)
     fresh: int = FRESH
 
     def bind(self, rank: int, generation: Generation | None, model_gen: int) -> None:
@@ -123,14 +128,15 @@ class GenerationNames:
         token = (rank, generation[0], generation[1])
         if (
             self.names.get(token, model_gen) != model_gen
-            or self.tokens.get(model_gen, token) != token
+            or self.tokens.get((rank, model_gen), token) != token
         ):
             raise AssertionError(
-                f"owner token {token} is model generation {self.names.get(token)}, and model "
-                f"generation {model_gen} is {self.tokens.get(model_gen)}: a token repeated"
+                f"owner token {token} is model generation {self.names.get(token)}, and rank "
+                f"{rank}'s model generation {model_gen} is {self.tokens.get((rank, model_gen))}: "
+                "a token repeated"
             )
         self.names[token] = model_gen
-        self.tokens[model_gen] = token
+        self.tokens[(rank, model_gen)] = token
 
     def name(self, rank: int, generation: Generation | None) -> int:
         """The model generation of ``rank``'s implementation ``generation`` (0 for None; a
@@ -140,7 +146,7 @@ class GenerationNames:
         token = (rank, generation[0], generation[1])
         if token not in self.names:
             self.names[token] = self.fresh
-            self.tokens[self.fresh] = token
+            self.tokens[(rank, self.fresh)] = token
             self.fresh += 1
         return self.names[token]
 
@@ -259,7 +265,8 @@ def master_state(m: Master, env: Environment, names: GenerationNames | None = No
     ):
         raise TypeError("master_state maps a master over a WorkLeaseJournal and a coordinator")
     return env.state(journal_state(journal, names), coordinator_state(coordinator, names))._replace(
-        active=active_dispatches(m, names)
+        active=active_dispatches(m, names),
+        gens=tuple((int(r), n) for r, n in m.generation_counters().items()),
     )
 
 

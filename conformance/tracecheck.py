@@ -171,6 +171,7 @@ def bounds_from_header(header: Header) -> Bounds:
         max_dups=big,
         pipeline=header.pipeline,
         fence=header.fence,
+        gen_base=big,  # a rank's generation counter grows with the run
     )
 
 
@@ -221,7 +222,7 @@ def replay_dispatch_work(rp: Replay, ev: DispatchWork) -> str | None:
             f"{dispatches_of(s, r)} (pipeline {b.pipeline})"
         )
     injected = ev.refused if ev.refused in DISPATCH_STEPS[:3] else None
-    model_gen = next_generation(s, b)
+    model_gen = next_generation(s, r, b)
     out, t = dispatch_work(s, w, r, b, refuse=injected)
     if out.ok != ev.ok or out.refused != ev.refused:
         return (
@@ -445,8 +446,8 @@ def _master_steps(s: State, b: Bounds, since: int | None = None) -> list[tuple[s
     lease back, leaves exactly that on disk. ReclaimExpired is tried at every instant since ``since`` (see
     ``_reclaims_since``)."""
     out = [("ReclaimExpired", t) for t in _reclaims_since(s, b, s.wall if since is None else since)]
-    gen = next_generation(s, b)
     for r in b.ranks:
+        gen = next_generation(s, r, b)
         if len(dispatches_of(s, r)) < b.pipeline:
             out += [("DispatchWork", dispatch_work(s, w, r, b)[1]) for w in b.works]
             for w in b.works:
@@ -516,7 +517,7 @@ def _bind_lost(t: State, recovered: Recovered, names: GenerationNames) -> Genera
             if x.gen is None or held is None or held.owner != x.owner or held.gen <= 0:
                 continue
             token = (x.owner, x.gen[0], x.gen[1])
-            if token not in named.names and held.gen not in named.tokens:
+            if token not in named.names and (x.owner, held.gen) not in named.tokens:
                 named.bind(x.owner, x.gen, held.gen)
     return named
 

@@ -340,8 +340,11 @@ class Master:
         return [(r, d) for r in ranks for d in self._slots.get(r, [])]
 
     def _resume_generations(self) -> None:
-        """Start each rank's counter after every generation of this epoch still on disk, so a
-        token never repeats even when the epoch does not advance (no snapshot path)."""
+        """Resume(j, e): start each rank's counter after every generation of this epoch still
+        leased on disk. With the epoch a restart advances there is none: every counter starts
+        at 0. Where the epoch did not advance, a token of a lease that already ended could
+        repeat (the model's ``Fence = "counter"``, where only the stale test of
+        ``handle_result`` protects): hence generation fencing needs a snapshot path."""
         from leasefence.impl.journal import WorkLeaseJournal
 
         if not isinstance(self.journal, WorkLeaseJournal):
@@ -357,13 +360,18 @@ class Master:
         return epoch if isinstance(epoch, int) else 1
 
     def next_generation(self, rank: Rank) -> Generation | None:
-        """NextGen: the generation of ``rank``'s next dispatch, ``(epoch, counter)``; None under
-        rank fencing. The counter is per rank and strictly increasing; with the coordinator's
-        epoch the token ``(rank, epoch, counter)`` never repeats, across restarts included."""
+        """NextGen(r): the generation of ``rank``'s next dispatch, ``(epoch, counter + 1)``; None
+        under rank fencing. The counter is per rank and advances when the journal grants a lease
+        with it (``dispatch``), so it strictly increases within a process; with the
+        coordinator's epoch, which every restart advances, the token ``(rank, epoch, counter)``
+        never repeats, across restarts included."""
         if self.fence != FENCE_GENERATION:
             return None
-        self._generations[rank] += 1
-        return (self._epoch(), self._generations[rank])
+        return (self._epoch(), self._generations[rank] + 1)
+
+    def generation_counters(self) -> dict[Rank, int]:
+        """Each rank's generation counter (the model's ``gens``), the ranks at 0 left out."""
+        return {r: n for r, n in sorted(self._generations.items()) if n}
 
     #: The depth every rank is given under ``depth_by_ttl`` before its gap is known, and the
     #: least it is given after (at most ``pipeline``).
@@ -628,6 +636,8 @@ class Master:
                         ok = self.reservations.reserve(kind, keys[kind])
                     elif step == "lease_work":
                         ok = self.journal.lease(work_id, rank, **_kw(gen))
+                        if ok and gen is not None:
+                            self._generations[rank] = gen[1]  # Bump(r): the counter advances
                     else:
                         ok = self.coordinator.lease(item.state_task_id, rank, **_kw(gen))
                     if not ok:

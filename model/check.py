@@ -147,6 +147,8 @@ def flatten(s: State) -> dict[str, object]:
     }
     if s.gnet:
         out["gnet"] = sorted(s.gnet)
+    for r, n in s.gens:
+        out[f"gens[{r}]"] = n
     for w, lease in s.journal.leases:
         out[f"journal.leases[{w}]"] = lease
     for w, n in s.journal.attempts:

@@ -41,6 +41,10 @@ class Flavour(StrEnum):
     LEGACY_NOT_MIGRATED = "legacy-not-migrated"
     # Recovery keeps a Unix lease dated more than TTL in the future (after a rollback).
     KEEP_FUTURE_LEASES = "keep-future-leases"
+    # Issue 21 "Why" 3: the master never calls a result stale because the dispatch its
+    # generation finds is for another work ID (the first part of IsStale removed). Harmless while
+    # generations never repeat (fence "generation"); breaks once they do (fence "counter").
+    NO_STALE_GUARD = "no-stale-guard"
 
 
 #: One line per flavour, for ``--help`` and reports.
@@ -57,6 +61,7 @@ DESCRIPTIONS: dict[Flavour, str] = {
     Flavour.COORDINATOR_FIRST: "twin: a crashed step leaves the coordinator's part, not the journal's",
     Flavour.LEGACY_NOT_MIGRATED: "twin: recovery compares an untagged record as Unix time",
     Flavour.KEEP_FUTURE_LEASES: "twin: recovery keeps a lease dated more than TTL in the future",
+    Flavour.NO_STALE_GUARD: "a result whose generation finds another work's dispatch is not stale",
 }
 
 #: The invariants each defect must violate (F314's table, checked by the tests).
@@ -77,6 +82,7 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     Flavour.COORDINATOR_FIRST: frozenset({"CompletionsAccounted"}),
     Flavour.LEGACY_NOT_MIGRATED: frozenset({"L5_LegacyMigrated"}),
     Flavour.KEEP_FUTURE_LEASES: frozenset({"NoStuckLeaseRecovered"}),
+    Flavour.NO_STALE_GUARD: frozenset(),  # generations never repeat: see COUNTER_STALE_VIOLATIONS
 }
 
 #: Beyond F314's table: rank fencing with more than one dispatch per rank (F314's own caveat).
@@ -87,8 +93,20 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
 PIPELINE_RANK_VIOLATIONS: frozenset[str] = frozenset({"L2_OwnerFenced"})
 
 
+#: Issue 21 "Why" 3: generations without the epoch (fence ``"counter"``) repeat after a restart,
+#: and without the stale test (``NO_STALE_GUARD``) a late result of the forgotten dispatch whose
+#: generation a new dispatch of its rank now holds is committed as that dispatch's: its work
+#: lease is completed, the new dispatch's task is booked and the new dispatch ends, its lease
+#: left behind. With the stale test, or with the epoch, it must pass.
+COUNTER_STALE_VIOLATIONS: frozenset[str] = frozenset(
+    {"L1_NoOrphanLease", "L6_NoInheritedOwnership", "L7_AuthoritativeStateId"}
+)
+
+
 def expected_violations(flavour: Flavour, pipeline: int = 1, fence: str = "rank") -> frozenset[str]:
     """The invariants a run with these constants must violate (empty: it must pass)."""
     if pipeline > 1 and fence == "rank":
         return EXPECTED_VIOLATIONS[flavour] | PIPELINE_RANK_VIOLATIONS
+    if fence == "counter" and flavour is Flavour.NO_STALE_GUARD:
+        return EXPECTED_VIOLATIONS[flavour] | COUNTER_STALE_VIOLATIONS
     return EXPECTED_VIOLATIONS[flavour]

@@ -217,6 +217,10 @@ def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
     for r, w, g in delta(since.gnet, s.gnet):
         if not (r in ranks and w in works and g >= 1) and (r, w, g) in s.gnet:
             return False
+    for r in delta(since.gens, s.gens):
+        n = get(s.gens, r)
+        if n is not None and not (r in ranks and 1 <= n < b.gen_base):
+            return False
     return True
 
 

@@ -53,6 +53,7 @@ def type_ok(s: State, b: Bounds) -> bool:
         and all(r in ranks and w in works for r, w in s.net)
         and all(r in ranks and w in works and g >= 1 for r, w, g in s.gnet)
         and 0 <= s.dups <= b.max_dups
+        and all(r in ranks and 1 <= n < b.gen_base for r, n in s.gens)
     )
 
 

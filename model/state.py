@@ -585,7 +585,9 @@ class State(NamedTuple):
     generation fencing they carry their dispatch generation and sit in ``gnet`` as
     ``(rank, work, gen)`` instead. ``dups`` counts deliveries that left their message in flight
     (duplicated results). ``reboots`` and ``rollbacks`` count clock faults. All four are bounded; master
-    restarts are counted by the coordinator's epoch.
+    restarts are counted by the coordinator's epoch. ``gens`` is the master's counter of dispatch
+    generations per rank (``Master._generations``; empty under rank fencing): lost at a restart
+    and resumed from the journal (``system.resume_generations``).
     """
 
     wall: int = 0
@@ -598,3 +600,4 @@ class State(NamedTuple):
     reboots: int = 0
     rollbacks: int = 0
     gnet: Ids[tuple[int, str, int]] = frozenset()
+    gens: Map[int, int] = ()  # per rank, its dispatch generation counter (0s absent)

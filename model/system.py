@@ -18,7 +18,18 @@ from leasefence.model import coordinator as co
 from leasefence.model import journal as jo
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import authoritative_state_task
-from leasefence.model.state import Coordinator, Dispatch, Journal, State, add, discard, total
+from leasefence.model.state import (
+    Coordinator,
+    Dispatch,
+    Journal,
+    Map,
+    State,
+    add,
+    as_map,
+    discard,
+    get,
+    put,
+)
 
 
 @dataclass(frozen=True)
@@ -34,9 +45,11 @@ class Bounds:
     ``pipeline`` is how many dispatches one rank may hold at once (1: F314's one active
     transaction per rank). ``fence`` is the owner token of every lease: ``"rank"`` (F314: the
     MPI rank alone; results carry no generation) or ``"generation"`` (``(rank,
-    dispatch_generation)``: each dispatch gets a generation that never repeats, carried by the
-    WORK and its RESULT and recorded in both leases). With ``pipeline=1`` and ``fence="rank"``
-    no generation is ever tracked, so the state graph is exactly F314's.
+    dispatch_generation)``: each dispatch gets the implementation's generation ``(epoch,
+    counter)``, carried by the WORK and its RESULT and recorded in both leases), or
+    ``"counter"`` (the same with the epoch always 1, ``Master._epoch()``'s fallback: a must-fail
+    fence whose tokens repeat after a restart). With ``pipeline=1`` and ``fence="rank"`` no
+    generation is ever tracked, so the state graph is exactly F314's.
 
     ``legacy`` (the spec's ``LegacyRecords``): whether a journal written before F314 may be
     opened (LegacyRecord); off, a property must fail on another scenario than a legacy record's.
@@ -56,6 +69,7 @@ class Bounds:
     pipeline: int = 1
     fence: str = "rank"
     legacy: bool = True
+    gen_base: int = 100  # GEN_BASE; a trace replay's is larger than any rank's counter
 
     @cached_property
     def works(self) -> tuple[str, ...]:
@@ -98,14 +112,25 @@ class Bounds:
 
     @property
     def generations(self) -> bool:
-        """Whether dispatches carry a generation (``fence == "generation"``)."""
-        return self.fence == FENCE_GENERATION
+        """Whether dispatches carry a generation (``fence`` is not ``"rank"``)."""
+        return self.fence != FENCE_RANK
 
 
 #: The owner token of a lease: the MPI rank alone (F314), or (rank, dispatch generation).
 FENCE_RANK = "rank"
 FENCE_GENERATION = "generation"
 FENCES = (FENCE_RANK, FENCE_GENERATION)
+#: Beyond the implementation's fences: the generation without the epoch (always 1, as
+#: ``Master._epoch()`` falls back to for a coordinator without one): tokens repeat after a
+#: restart, and only the stale test tells a late result from a new dispatch (issue 21).
+FENCE_COUNTER = "counter"
+MODEL_FENCES = (*FENCES, FENCE_COUNTER)
+
+#: A generation ``(epoch, counter)`` is the one integer ``epoch * GEN_BASE + counter`` (the spec's
+#: GenBase; 0: none); a rank's counter counts leases granted, fewer than ``GEN_BASE``. This is
+#: the model checker's (``Bounds.gen_base``): its bounds grant far fewer leases. A trace replay's
+#: bounds give a base no run reaches (``tracecheck.bounds_from_header``).
+GEN_BASE = 100
 
 
 #: The dispatch transaction's steps, in order; a refusal undoes the steps taken, in reverse.
@@ -138,17 +163,41 @@ def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
     return tuple(d for r, d in s.active if r == rank)
 
 
-def next_generation(s: State, b: Bounds) -> int:
-    """NextGen: the generation of the next dispatch, 0 under rank fencing (no generation).
+def gen_epoch(c: Coordinator, b: Bounds) -> int:
+    """GenEpoch(c): the epoch a generation carries, the coordinator's; 1 under ``"counter"``."""
+    return 1 if b.fence == FENCE_COUNTER else c.epoch
 
-    A pure function of the state: one more than the leases ever granted (the journal's attempts,
-    which only grow and survive restarts), so it never repeats, for a rank or across restarts.
-    (The implementation's ``(epoch, counter)`` has the same property; only uniqueness matters
-    to an exact-match fence.)
+
+def next_generation(s: State, rank: int, b: Bounds) -> int:
+    """NextGen(r): the generation of ``rank``'s next dispatch, 0 under rank fencing.
+
+    As ``Master.next_generation``: the coordinator's epoch with the rank's counter plus one,
+    ``epoch * GEN_BASE + counter``. The counter advances when the journal grants a lease with
+    it (``bump``), lives in the master's memory and restarts at a restart
+    (``resume_generations``); the epoch, which every restart advances, keeps a token from
+    repeating across restarts.
     """
     if not b.generations:
         return 0
-    return total(s.journal.attempts) + 1  # a chunked map keeps its total: no read of the map
+    return gen_epoch(s.coordinator, b) * b.gen_base + (get(s.gens, rank) or 0) + 1
+
+
+def bump(s: State, rank: int, b: Bounds) -> Map[int, int]:
+    """Bump(r): the counters after ``rank``'s journal lease was granted with NextGen(r)."""
+    if not b.generations:
+        return s.gens
+    return put(s.gens, rank, (get(s.gens, rank) or 0) + 1)
+
+
+def resume_generations(j: Journal, epoch: int, base: int = GEN_BASE) -> Map[int, int]:
+    """Resume(j, e), as ``Master._resume_generations``: a restarted master's counters, each
+    rank's the largest counter of epoch ``epoch`` among its journal leases as read from disk
+    (before recovery); every other rank's restarts from 0."""
+    out: dict[int, int] = {}
+    for _, x in j.leases:
+        if x.gen and x.gen // base == epoch:
+            out[x.owner] = max(out.get(x.owner, 0), x.gen % base)
+    return as_map(sorted(out.items()))
 
 
 Active = tuple[tuple[int, Dispatch], ...]
@@ -185,10 +234,11 @@ def dispatch_work(
     reservations are held by the dispatch and are not part of the explored state; ``refuse``
     lets a caller refuse one reservation step. On success the master stores (w, task, gen) for
     r. Under generation fencing both leases are taken by the token ``(r, gen)`` with ``gen =
-    next_generation(s)`` and the payload carries ``gen``; under rank fencing ``gen`` is 0.
+    next_generation(s, r)`` and the payload carries ``gen``; under rank fencing ``gen`` is 0.
+    Whenever the journal grants the lease, the rank's generation counter advances (``bump``).
     """
     task = b.task(work)
-    gen = next_generation(s, b)
+    gen = next_generation(s, rank, b)
     taken: list[str] = []
     j, c = s.journal, s.coordinator
     for step in DISPATCH_STEPS:
@@ -204,7 +254,10 @@ def dispatch_work(
             undone = tuple(reversed(taken))
             if "lease_work" in undone and b.flavour is not Flavour.KEEP_REFUSED_LEASE:
                 _, j = jo.abandon_work(j, work, rank, b.flavour, gen)
-            return DispatchOutcome(False, tuple(taken), step, undone), s._replace(journal=j)
+            gens = bump(s, rank, b) if "lease_work" in taken else s.gens
+            return DispatchOutcome(False, tuple(taken), step, undone), s._replace(
+                journal=j, gens=gens
+            )
         taken.append(step)
     net, gnet = s.net, s.gnet
     if b.generations:
@@ -217,6 +270,7 @@ def dispatch_work(
         active=_add(s.active, rank, Dispatch(work, task, gen)),
         net=net,
         gnet=gnet,
+        gens=bump(s, rank, b),
     )
 
 
@@ -285,7 +339,7 @@ def is_stale(s: State, rank: int, work: str, found: list[Dispatch], b: Bounds) -
     """IsStale(r, w, p): the dispatch found is for another work ID, or none is found while every
     slot of ``rank`` holds another dispatch; the master drops such a result unread."""
     if found:
-        return found[0].work != work
+        return found[0].work != work and b.flavour is not Flavour.NO_STALE_GUARD
     return len(dispatches_of(s, rank)) >= b.pipeline
 
 
@@ -371,10 +425,14 @@ def restart_master(s: State, b: Bounds) -> State:
 
 def restart_from(s: State, j: Journal, c: Coordinator, b: Bounds) -> State:
     """RestartFrom(j, c): the restart on the files a crashed step left (journal ``j``,
-    coordinator ``c``): the next epoch, recovery with the TTL, no active dispatch."""
+    coordinator ``c``), or on the files as they are (RestartMaster): the next epoch, the
+    generation counters resumed from the journal as read from disk, recovery with the TTL, no
+    active dispatch."""
+    c = co.restart_coordinator(c, b.flavour)
+    gens = resume_generations(j, gen_epoch(c, b), b.gen_base) if b.generations else ()
     _, j = jo.recover_work(j, b.ttl, s.wall, s.mono, b.flavour)
-    _, c = co.recover_states(co.restart_coordinator(c, b.flavour), b.ttl, s.wall, s.mono, b.flavour)
-    return s._replace(journal=j, coordinator=c, active=())
+    _, c = co.recover_states(c, b.ttl, s.wall, s.mono, b.flavour)
+    return s._replace(journal=j, coordinator=c, active=(), gens=gens)
 
 
 # Crash mid-step (issue 21 point 2): the master writes the journal before the coordinator in
@@ -395,7 +453,7 @@ def crash_dispatch_work(s: State, work: str, rank: int, b: Bounds) -> State | No
     not enabled."""
     if not can_crash(s, b) or len(dispatches_of(s, rank)) >= b.pipeline:
         return None
-    gen = next_generation(s, b)
+    gen = next_generation(s, rank, b)
     if b.flavour is Flavour.COORDINATOR_FIRST:
         ok, c = co.lease_state(s.coordinator, b.task(work), rank, s.wall, s.mono, b.flavour, gen)
         return restart_from(s, s.journal, c, b) if ok else None

@@ -26,10 +26,13 @@
 (* constant Flavour (model.flavours.Flavour).                              *)
 (*                                                                         *)
 (* Pipelining (issue 12): Pipeline is how many dispatches one rank may     *)
-(* hold at once, Fence the owner token of every lease: "rank" (F314) or    *)
-(* "generation" (<<rank, dispatch generation>>).  Both are definitions,    *)
-(* not CONSTANTS, so that configs written before them stay valid; a config *)
-(* overrides them with `Pipeline <- Def` (MCLeaseFence.tla has the Defs).   *)
+(* hold at once, Fence the owner token of every lease: "rank" (F314),      *)
+(* "generation" (<<rank, dispatch generation>>, the generation being the   *)
+(* implementation's (epoch, counter)) or "counter" (the same with the      *)
+(* epoch fixed at 1, Master._epoch()'s fallback: a must-fail fence).  Both *)
+(* are definitions, not CONSTANTS, so that configs written before them    *)
+(* stay valid; a config overrides them with `Pipeline <- Def`              *)
+(* (MCLeaseFence.tla has the Defs).                                        *)
 (* With Pipeline = 1 and Fence = "rank" no generation is ever tracked and  *)
 (* the state graph is exactly F314's.                                      *)
 (***************************************************************************)
@@ -54,9 +57,13 @@ Tasks == {TaskOf[w] : w \in Works}
 
 \* Dispatches one rank may hold at once (Bounds.pipeline); 1: F314's one per rank.
 Pipeline == 1
-\* The owner token of a lease (Bounds.fence): "rank" (F314) or "generation".
+\* The owner token of a lease (Bounds.fence): "rank" (F314), "generation" or "counter".
 Fence == "rank"
-Generations == Fence = "generation"
+Generations == Fence # "rank"
+\* A dispatch generation is the implementation's pair (epoch, counter) (Master.next_generation),
+\* written as the one number epoch * GenBase + counter (0: none, a rank-only owner).  A rank's
+\* counter never reaches GenBase: it counts leases granted, at most MaxLeases (ASSUME).
+GenBase == 100
 \* Whether a journal written before F314 may be opened (LegacyRecord; Bounds.legacy).  A
 \* definition like Pipeline: a config turns it off with `LegacyRecords <- MCNoLegacy`, to
 \* see a property fail on another scenario than a legacy record's.
@@ -66,7 +73,7 @@ LegacyRecords == TRUE
 \* must-fail twins: one planted bug for each property no defect of F314 breaks.
 Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4", "keep-refused-lease",
              "reclaim-early", "restart-keeps-owners", "restart-drops-stats", "coordinator-first",
-             "legacy-not-migrated", "keep-future-leases"}
+             "legacy-not-migrated", "keep-future-leases", "no-stale-guard"}
 \* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
 Defect1 == Flavour = "defect1"
 \* defect2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
@@ -90,10 +97,15 @@ CoordinatorFirst == Flavour = "coordinator-first"
 LegacyNotMigrated == Flavour = "legacy-not-migrated"
 \* Twin of NoStuckLeaseRecovered: recovery keeps a Unix lease dated more than TTL in the future.
 KeepFutureLeases == Flavour = "keep-future-leases"
+\* Issue 21 "Why" 3: the master never calls a result stale because the dispatch its generation
+\* finds is for another work ID (IsStale's first part removed).  Harmless while generations
+\* never repeat (Fence "generation"); fails once they do (Fence "counter").
+NoStaleGuard == Flavour = "no-stale-guard"
 
 ASSUME /\ Flavour \in Flavours
        /\ Pipeline \in Nat \ {0}
-       /\ Fence \in {"rank", "generation"}
+       /\ Fence \in {"rank", "generation", "counter"}
+       /\ MaxLeases < GenBase
        /\ Ranks \subseteq Nat \ {0}
        /\ NoTask \notin Tasks
        /\ \A n \in {TTL, MaxWall, MaxReboots, MaxRollbacks, MaxRestarts,
@@ -119,9 +131,11 @@ VARIABLES
     dups,         \* deliveries that left their message in flight (duplicated results)
     reboots,      \* reboots so far
     rollbacks,    \* wall-clock rollbacks so far
-    gnet          \* results in flight with their generation: <<rank, work, gen>> (generation fencing)
+    gnet,         \* results in flight with their generation: <<rank, work, gen>> (generation fencing)
+    gens          \* per rank, the counter of its dispatch generations (Master._generations): in
+                  \* the master's memory, reset and resumed from the journal at every restart
 
-vars == <<wall, mono, journal, coordinator, active, net, dups, reboots, rollbacks, gnet>>
+vars == <<wall, mono, journal, coordinator, active, net, dups, reboots, rollbacks, gnet, gens>>
 
 -----------------------------------------------------------------------------
 (* Maps with the keys present as DOMAIN (model.state.get / put / drop).     *)
@@ -181,6 +195,8 @@ TypeOK ==
     /\ net \subseteq Ranks \X Works
     /\ gnet \subseteq Ranks \X Works \X (Nat \ {0})
     /\ dups \in 0..MaxDups
+    /\ DOMAIN gens \subseteq Ranks
+    /\ \A r \in DOMAIN gens : gens[r] \in 1..(GenBase - 1)
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -384,12 +400,34 @@ Init ==
     /\ reboots = 0
     /\ rollbacks = 0
     /\ gnet = {}
+    /\ gens = EmptyMap
 
-(* NextGen mirrors system.next_generation: the generation of the next      *)
-(* dispatch, 0 under rank fencing.  One more than the leases ever granted   *)
-(* (the journal's attempts only grow and survive restarts), so it never     *)
-(* repeats, for a rank or across restarts.                                  *)
-NextGen == IF Generations THEN MapSum(journal.attempts) + 1 ELSE 0
+(* NextGen(r) mirrors system.next_generation (Master.next_generation): the *)
+(* generation of rank r's next dispatch, 0 under rank fencing: the          *)
+(* coordinator's epoch (GenEpoch) with r's counter plus one.  The counter   *)
+(* advances when the journal grants a lease with it (Bump), lives in the    *)
+(* master's memory and restarts at a restart (Resume); the epoch, which a   *)
+(* restart advances, is what keeps a token from repeating across restarts.  *)
+(* Under Fence "counter" the epoch is always 1 (Master._epoch()'s fallback  *)
+(* for a coordinator without one): tokens repeat after a restart.           *)
+GenEpoch(c) == IF Fence = "counter" THEN 1 ELSE c.epoch
+Counter(r) == IF Has(gens, r) THEN gens[r] ELSE 0
+NextGen(r) == IF Generations THEN GenEpoch(coordinator) * GenBase + Counter(r) + 1 ELSE 0
+\* The counters after rank r's journal lease was granted with NextGen(r).
+Bump(r) == IF Generations THEN Put(gens, r, Counter(r) + 1) ELSE gens
+
+(* Resume(j, e) mirrors system.resume_generations                          *)
+(* (Master._resume_generations): a restarted master's counters, each rank's *)
+(* the largest counter of epoch e among its journal leases as read from     *)
+(* disk (before recovery); every other rank's restarts from 0.  With the    *)
+(* epoch a restart advances, no lease is of the new one: all restart at 0.  *)
+Resume(j, e) ==
+    LET gs(r) == {j.leases[w].gen % GenBase :
+                     w \in {x \in DOMAIN j.leases : /\ j.leases[x].owner = r
+                                                    /\ j.leases[x].gen # 0
+                                                    /\ j.leases[x].gen \div GenBase = e}}
+        Max(S) == CHOOSE m \in S : \A n \in S : n <= m
+    IN  [r \in {x \in Ranks : gs(x) # {}} |-> Max(gs(r))]
 
 (* DispatchWork(w, r) mirrors system.dispatch_work (Master.dispatch).       *)
 (* Enabled when rank r holds fewer than Pipeline dispatches (at depth 1:    *)
@@ -398,12 +436,13 @@ NextGen == IF Generations THEN MapSum(journal.attempts) + 1 ELSE 0
 (* LeaseWork, LeaseState, send.  If LeaseWork refuses, nothing changes.  If *)
 (* LeaseState refuses, RejectDispatch undoes LeaseWork with AbandonWork     *)
 (* (the attempt stays counted) and nothing is sent.  On success the master  *)
-(* stores [rank, work, task, gen] with gen = NextGen (both leases are taken *)
-(* by the token <<r, gen>>) and the payload is in flight: in net under rank *)
-(* fencing, in gnet with its generation under generation fencing.           *)
+(* stores [rank, work, task, gen] with gen = NextGen(r) (both leases are   *)
+(* taken by the token <<r, gen>>) and the payload is in flight: in net      *)
+(* under rank fencing, in gnet with its generation under generation         *)
+(* fencing.  Whenever LeaseWork grants, r's generation counter advances.    *)
 DispatchWork(w, r) ==
     LET t  == TaskOf[w]
-        g  == NextGen
+        g  == NextGen(r)
         lw == LeaseWork(journal, w, r, g)
         ls == LeaseState(coordinator, t, r, g)
     IN  /\ Cardinality(Slots(r)) < Pipeline
@@ -413,9 +452,11 @@ DispatchWork(w, r) ==
                 \* KeepRefusedLease skips the undo).
                 /\ journal' = IF KeepRefusedLease THEN lw.next
                               ELSE AbandonWork(lw.next, w, r, g).next
+                /\ gens' = Bump(r)
                 /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks,
                                gnet>>
            ELSE /\ journal' = lw.next
+                /\ gens' = Bump(r)
                 /\ coordinator' = ls.next
                 /\ active' = active \cup {[rank |-> r, work |-> w, task |-> t, gen |-> g]}
                 /\ IF Generations
@@ -455,7 +496,7 @@ Found(r, w, p) == {d \in Slots(r) : IF p = 0 THEN d.work = w ELSE d.gen = p}
 (* another dispatch (at depth 1: a result for another work ID than r's     *)
 (* active dispatch, the classic late result).                              *)
 IsStale(r, w, p) ==
-    \/ \E d \in Found(r, w, p) : d.work # w
+    \/ ~NoStaleGuard /\ \E d \in Found(r, w, p) : d.work # w
     \/ Found(r, w, p) = {} /\ Cardinality(Slots(r)) >= Pipeline
 
 (* The parts of CommitResult.  ResultToken: the owner token, the stored     *)
@@ -508,7 +549,7 @@ DeliverResult(r, w, reported, ok, keep, withgen) ==
         /\ IF IsStale(r, w, p)
            THEN UNCHANGED <<journal, coordinator, active>>
            ELSE CommitResult(r, w, p, reported, ok)
-        /\ UNCHANGED <<wall, mono, reboots, rollbacks>>
+        /\ UNCHANGED <<wall, mono, reboots, rollbacks, gens>>
 
 (* ReclaimExpired mirrors system.reclaim_expired (Master.reclaim_expired).  *)
 (* Always enabled: the master's periodic recovery runs RecoverWork and      *)
@@ -520,19 +561,26 @@ ReclaimExpired ==
     IN  /\ journal' = rw.next
         /\ coordinator' = rs.next
         /\ active' = {d \in active : d.work \notin rw.gone /\ d.task \notin rs.gone}
-        /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
+        /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet, gens>>
+
+\* RestartFrom(j, c): the restart on the files a crashed step left (journal j, coordinator c),
+\* or on the files as they are (RestartMaster): the next epoch, the generation counters
+\* resumed from the journal as read from disk, then recovery with the TTL.
+RestartFrom(j, c) ==
+    /\ journal' = RecoverWork(j).next
+    /\ coordinator' = RecoverStates(RestartCoordinator(c)).next
+    /\ active' = {}
+    /\ gens' = Resume(j, GenEpoch(RestartCoordinator(c)))
 
 (* RestartMaster mirrors system.restart_master (Master.restart_master).     *)
 (* Enabled while the coordinator's epoch is at most MaxRestarts. The master *)
 (* is killed and started on the same journal and snapshot: its memory       *)
-(* (active dispatches) is lost, RestartCoordinator loads the next epoch     *)
-(* (L6), then RecoverWork and RecoverStates run with the TTL. Results in    *)
-(* flight may still arrive.                                                 *)
+(* (active dispatches, generation counters) is lost; RestartFrom loads the  *)
+(* next epoch (L6), resumes the counters, then RecoverWork and              *)
+(* RecoverStates run with the TTL. Results in flight may still arrive.      *)
 RestartMaster ==
     /\ coordinator.epoch <= MaxRestarts
-    /\ journal' = RecoverWork(journal).next
-    /\ coordinator' = RecoverStates(RestartCoordinator(coordinator)).next
-    /\ active' = {}
+    /\ RestartFrom(journal, coordinator)
     /\ UNCHANGED <<wall, mono, net, dups, reboots, rollbacks, gnet>>
 
 (***************************************************************************)
@@ -547,19 +595,13 @@ RestartMaster ==
 (* coordinator's part instead.                                             *)
 (***************************************************************************)
 
-\* The restart on the files a crashed step left: journal j, coordinator c.
-RestartFrom(j, c) ==
-    /\ journal' = RecoverWork(j).next
-    /\ coordinator' = RecoverStates(RestartCoordinator(c)).next
-    /\ active' = {}
-
 (* CrashDispatchWork(w, r) mirrors system.crash_dispatch_work.  Enabled     *)
 (* when DispatchWork(w, r) is and LeaseWork grants: the work lease is on    *)
 (* disk (for a refused dispatch, before RejectDispatch gave it back), the   *)
 (* state lease is not, nothing was sent.                                    *)
 CrashDispatchWork(w, r) ==
-    LET lw == LeaseWork(journal, w, r, NextGen)
-        ls == LeaseState(coordinator, TaskOf[w], r, NextGen)
+    LET lw == LeaseWork(journal, w, r, NextGen(r))
+        ls == LeaseState(coordinator, TaskOf[w], r, NextGen(r))
     IN  /\ coordinator.epoch <= MaxRestarts
         /\ Cardinality(Slots(r)) < Pipeline
         /\ IF CoordinatorFirst THEN ls.ok ELSE lw.ok
@@ -608,7 +650,7 @@ Tick ==
     /\ mono < MaxWall
     /\ wall' = wall + 1
     /\ mono' = mono + 1
-    /\ UNCHANGED <<journal, coordinator, active, net, dups, reboots, rollbacks, gnet>>
+    /\ UNCHANGED <<journal, coordinator, active, net, dups, reboots, rollbacks, gnet, gens>>
 
 (* RollbackClock(to): enabled while rollbacks < MaxRollbacks, for any tick  *)
 (* before the wall clock; the wall clock is stepped back to it.             *)
@@ -617,20 +659,20 @@ RollbackClock(to) ==
     /\ to \in 0..(wall - 1)
     /\ wall' = to
     /\ rollbacks' = rollbacks + 1
-    /\ UNCHANGED <<mono, journal, coordinator, active, net, dups, reboots, gnet>>
+    /\ UNCHANGED <<mono, journal, coordinator, active, net, dups, reboots, gnet, gens>>
 
 (* Reboot: enabled while reboots < MaxReboots; the monotonic origin resets. *)
 Reboot ==
     /\ reboots < MaxReboots
     /\ mono' = 0
     /\ reboots' = reboots + 1
-    /\ UNCHANGED <<wall, journal, coordinator, active, net, dups, rollbacks, gnet>>
+    /\ UNCHANGED <<wall, journal, coordinator, active, net, dups, rollbacks, gnet, gens>>
 
 (* CompactJournal mirrors journal.compact_journal (WorkLeaseJournal.compact).*)
 (* Always enabled; the abstract state is unchanged (a stuttering step).     *)
 CompactJournal ==
     /\ journal' = CompactJournalOp(journal)
-    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks, gnet>>
+    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks, gnet, gens>>
 
 (* LegacyRecord(w, r) mirrors journal.legacy_record.  A journal written     *)
 (* before F314 is opened: enabled only while the journal holds no record at *)
@@ -645,7 +687,7 @@ LegacyRecord(w, r) ==
                                     [owner |-> r, updated |-> LegacyStamp, clock |-> "legacy",
                                      gen |-> 0]),
                      !.attempts = Put(journal.attempts, w, 1)]
-    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks, gnet>>
+    /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks, gnet, gens>>
 
 (* Next mirrors system.successors: every action with every argument.        *)
 Next ==

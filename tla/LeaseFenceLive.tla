@@ -59,7 +59,7 @@ EXTENDS Integers, FiniteSets
 CONSTANTS TaskOf, Ranks, TTL, MaxWall, MaxReboots, MaxRollbacks, MaxRestarts,
           MaxAttempts, MaxLeases, MaxDups, Flavour, NoTask
 
-VARIABLES wall, mono, journal, coordinator, active, net, dups, reboots, rollbacks, gnet
+VARIABLES wall, mono, journal, coordinator, active, net, dups, reboots, rollbacks, gnet, gens
 
 LF == INSTANCE LeaseFence
 
@@ -117,7 +117,7 @@ Tick ==
                               IF StateAtCap
                               THEN [coordinator.leases[t] EXCEPT !.updated = Older(@)]
                               ELSE coordinator.leases[t]]]
-    /\ UNCHANGED <<active, net, dups, reboots, rollbacks, gnet>>
+    /\ UNCHANGED <<active, net, dups, reboots, rollbacks, gnet, gens>>
 
 -----------------------------------------------------------------------------
 (* LeaseFence's actions, with the lease bounds as guards.                   *)

@@ -15,10 +15,12 @@ MCTaskOf == ("w1" :> "s1" @@ "w2" :> "s1" @@ "w3" :> "s2")
 MCTaskOfSmall == ("w1" :> "s1" @@ "w2" :> "s1")
 
 \* Overrides of the spec's Pipeline and Fence (`Pipeline <- MCPipeline2` in a config):
-\* two dispatches per rank, and the two owner tokens.
+\* two dispatches per rank, and the owner tokens.
 MCPipeline2 == 2
 MCFenceRank == "rank"
 MCFenceGeneration == "generation"
+\* Generations without the epoch (Master._epoch()'s fallback of 1): they repeat after a restart.
+MCFenceCounter == "counter"
 
 \* Override of the spec's LegacyRecords (`LegacyRecords <- MCNoLegacy`): no journal written
 \* before F314 is ever opened.

@@ -320,8 +320,7 @@ class MasterMachine(ConformanceMachine):
         """The implementation's generation of ``rank`` named ``model_gen`` (0: none)."""
         if not model_gen:
             return None
-        token = self.names.tokens[model_gen]
-        assert token[0] == rank, f"model generation {model_gen} is rank {token[0]}'s, not {rank}'s"
+        token = self.names.tokens[(rank, model_gen)]
         return (token[1], token[2])
 
     def pipelined_cases(self, key: Message, presented: int) -> list[str]:

@@ -190,7 +190,7 @@ class SystemMachine(MasterMachine):
         (before the state lease), then restarted."""
         model = sy.crash_dispatch_work(self.m, work, rank, self.BOUNDS)
         assert model is not None, f"CrashDispatchWork({work}, {rank}) is not enabled"
-        model_gen = sy.next_generation(self.m, self.BOUNDS)
+        model_gen = sy.next_generation(self.m, rank, self.BOUNDS)
 
         def first() -> None:
             master = self.master_()

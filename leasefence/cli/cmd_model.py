@@ -9,7 +9,7 @@ from pathlib import Path
 from leasefence import modelcheck
 from leasefence.cli.argtypes import nonneg
 from leasefence.model.flavours import DESCRIPTIONS, Flavour
-from leasefence.model.system import FENCES, Bounds
+from leasefence.model.system import MODEL_FENCES, Bounds
 
 _DEFAULT = Bounds()
 #: The default last wall-clock tick with --pipeline > 1: one tick (the TTL still expires, and
@@ -101,11 +101,12 @@ def add_bounds_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--fence",
-        choices=FENCES,
+        choices=MODEL_FENCES,
         default=d.fence,
         help=(
-            "owner token of every lease: rank (F314: the MPI rank alone) or generation "
-            f"((rank, dispatch_generation), carried by WORK and RESULT) (default {d.fence})"
+            "owner token of every lease: rank (F314: the MPI rank alone), generation "
+            "((rank, (epoch, counter)), carried by WORK and RESULT) or counter (the same "
+            f"without the epoch: repeats after a restart; must-fail) (default {d.fence})"
         ),
     )
     g.add_argument(

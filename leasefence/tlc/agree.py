@@ -231,6 +231,7 @@ def to_model_state(tla: dict[str, Value]) -> State:
         reboots=_int(tla["reboots"]),
         rollbacks=_int(tla["rollbacks"]),
         gnet=frozenset(gnet),
+        gens=as_map(sorted((_int(r), _int(n)) for r, n in as_mapping(tla.get("gens", ())).items())),
     )
 
 

@@ -26,9 +26,10 @@ def test_the_forgotten_result_that_breaks_rank_fencing_cannot_take_the_newer_dis
     None
 ):
     # The README's counterexample to rank fencing at depth 2, under generation fencing: W1's
-    # result (generation 1) arrives after a restart and W2's dispatch (generation 2) of the
-    # same state task s1 to the same rank. It completes W1's own lease, still its owner's, but
-    # the state task now belongs to generation 2 and is refused.
+    # result (generation 101: epoch 1, counter 1) arrives after a restart and W2's dispatch
+    # (generation 201: epoch 2, the counter restarted) of the same state task s1 to the same
+    # rank. It completes W1's own lease, still its owner's, but the state task now belongs to
+    # generation 201 and is refused.
     replay(
         _scenario(
             [
@@ -37,7 +38,7 @@ def test_the_forgotten_result_that_breaks_rank_fencing_cannot_take_the_newer_dis
                 {"action": "DispatchWork", "args": ["w2", 1], "expect": {"ok": True}},
                 {
                     "action": "DeliverResult",
-                    "args": [1, "w1", "s1", True, False, 1, 1],
+                    "args": [1, "w1", "s1", True, False, 101, 101],
                     "expect": {"stale": False, "work_ok": True, "state_ok": False},
                 },
             ]
@@ -55,19 +56,19 @@ def test_a_duplicated_result_of_an_older_generation_is_refused_after_the_work_is
                 # A failure report, duplicated: the work is given back, a copy stays in flight.
                 {
                     "action": "DeliverResult",
-                    "args": [1, "w1", "s1", False, True, 1, 1],
+                    "args": [1, "w1", "s1", False, True, 101, 101],
                     "expect": {"work_ok": True, "state_ok": True},
                 },
                 {"action": "DispatchWork", "args": ["w1", 1], "expect": {"ok": True}},
                 {
                     "action": "DeliverResult",
-                    "args": [1, "w1", "s1", True, False, 1, 1],
+                    "args": [1, "w1", "s1", True, False, 101, 101],
                     "expect": {"stale": False, "work_ok": False, "state_ok": False},
                 },
                 # The new generation's own result still completes the work.
                 {
                     "action": "DeliverResult",
-                    "args": [1, "w1", "s1", True, False, 2, 2],
+                    "args": [1, "w1", "s1", True, False, 102, 102],
                     "expect": {"work_ok": True, "state_ok": True},
                 },
             ]
@@ -97,10 +98,10 @@ def test_a_failure_a_pipelined_machine_saves_replays_as_a_depth_two_scenario(
     try:
         m.do_open(None)
         m.do_dispatch_work(gen.W1, 1)
-        m.do_deliver_result(1, gen.W1, gen.S1, False, True, 1, 1)
+        m.do_deliver_result(1, gen.W1, gen.S1, False, True, 101, 101)
         m.do_dispatch_work(gen.W1, 1)
         with pytest.raises(ConformanceFailure, match="the implementation returned"):
-            m.do_deliver_result(1, gen.W1, gen.S1, True, False, 1, 1)
+            m.do_deliver_result(1, gen.W1, gen.S1, True, False, 101, 101)
     finally:
         m.close_impl()  # closes the trace too: it ends in the disagreement, not validated
         m.teardown()

@@ -80,7 +80,7 @@ def test_pipelined_rank_fencing_fails_on_l2_with_the_restart_counterexample(tool
 def test_pipelined_generation_fencing_passes_with_the_models_state_count(tools: Tools) -> None:
     v = check_config(TLA_DIR / "MCPipelineGeneration.cfg", tools)
     assert v.ok, v.summary()
-    assert v.result.distinct_states == 16302  # leasefence model check --pipeline 2 ...
+    assert v.result.distinct_states == 26598  # leasefence model check --pipeline 2 ...
 
 
 @pytest.mark.parametrize("name", ["MCPipelineGeneration", "BuggyPipelineRank"])
@@ -104,16 +104,19 @@ def test_each_must_fail_config_fails_in_tlc_and_the_model_with_witnesses_of_one_
     assert len(v.result.counterexample) == len(model.trace)
 
 
-def _ci_config_with(tools: Tools, tmp_path: Path, old: str, new: str) -> Verdict:
-    """TLC's verdict on MCLeaseFence.cfg with ``old`` (which must be there) replaced by ``new`` in
-    a copy of the spec."""
-    for src in [*TLA_DIR.glob("*.tla"), TLA_DIR / "MCLeaseFence.cfg"]:
-        shutil.copy2(src, tmp_path / src.name)
+def _ci_config_with(
+    tools: Tools, tmp_path: Path, old: str, new: str, cfg: str = "MCLeaseFence.cfg"
+) -> Verdict:
+    """TLC's verdict on ``cfg`` (MCLeaseFence.cfg) with ``old`` (which must be there) replaced by
+    ``new`` in a copy of the spec."""
+    for src in [*TLA_DIR.glob("*.tla"), TLA_DIR / cfg]:
+        if not (tmp_path / src.name).exists():  # a config the caller prepared stays
+            shutil.copy2(src, tmp_path / src.name)
     spec = tmp_path / "LeaseFence.tla"
     text = spec.read_text()
     assert old in text
     spec.write_text(text.replace(old, new))
-    return check_config(tmp_path / "MCLeaseFence.cfg", tools)
+    return check_config(tmp_path / cfg, tools)
 
 
 def test_the_issues_mutation_of_the_compensating_undo_fails_the_ci_config(
@@ -148,3 +151,27 @@ def test_tlc_and_the_model_explore_the_same_graph_without_legacy_records(tools: 
     ag = agree(b, tools)
     assert ag.ok, "\n".join(ag.report())
     assert "LegacyRecord" not in {label for _, label, _ in ag.model.edges}
+
+
+def test_the_issues_mutation_of_the_stale_test_fails_once_generations_repeat(
+    tools: Tools, tmp_path: Path
+) -> None:
+    # Issue 21 "Why" 3: with NextGen == MapSum(journal.attempts) + 1 replacing the stale test by
+    # FALSE passed MCPipelineGeneration.cfg. With the implementation's (epoch, counter) the epoch
+    # still keeps tokens unique (the unit tests check that it passes), so the mutation is run
+    # where only the stale test protects: BuggyPipelineCounter.cfg with the protocol fixed.
+    cfg = tmp_path / "BuggyPipelineCounter.cfg"
+    text = (TLA_DIR / cfg.name).read_text()
+    assert 'Flavour = "no-stale-guard"' in text
+    cfg.write_text(text.replace('Flavour = "no-stale-guard"', 'Flavour = "fixed"'))
+    stale = "\\E d \\in Found(r, w, p) : d.work # w"
+    v = _ci_config_with(tools, tmp_path, stale, "FALSE", cfg.name)
+    assert v.result.violated == "L6_NoInheritedOwnership", v.summary()
+    assert [s.action for s in v.result.counterexample] == [
+        "Init",
+        "DispatchWork",
+        "Tick",
+        "CrashReclaimExpired",
+        "DispatchWork",
+        "DeliverResult",
+    ]

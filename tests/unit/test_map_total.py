@@ -1,5 +1,5 @@
-"""``total`` of a model map (the sum of its values, used by ``next_generation`` at every
-DispatchWork): carried through edits by a large map, it must equal a full sum after any sequence
+"""``total`` of a model map (the sum of its values; ``next_generation`` used it at every
+DispatchWork before generations were the implementation's): carried through edits by a large map, it must equal a full sum after any sequence
 of puts and drops, from a map whose total was asked early, late or never."""
 
 from __future__ import annotations

@@ -11,7 +11,12 @@ import pytest
 
 from leasefence.cli import main
 from leasefence.model.check import explore
-from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
+from leasefence.model.flavours import (
+    COUNTER_STALE_VIOLATIONS,
+    EXPECTED_VIOLATIONS,
+    Flavour,
+    expected_violations,
+)
 from leasefence.model.system import Bounds
 from leasefence.tlc.agree import bounds_of_config
 from leasefence.tlc.configs import TLA_DIR
@@ -74,8 +79,60 @@ RECOVERY_TWINS = {
 }
 
 
+#: Issue 21 "Why" 3: the stale test removed fails only once generations repeat (fence "counter"):
+#: its config and witness after Init.
+FENCE_TWINS = {
+    Flavour.NO_STALE_GUARD: (
+        "BuggyPipelineCounter",
+        ["DispatchWork", "Tick", "CrashReclaimExpired", "DispatchWork", "DeliverResult"],
+    ),
+}
+
+
 def test_every_flavour_is_a_defect_or_a_twin_with_its_witness() -> None:
-    assert set(Flavour) == {Flavour.FIXED, *DEFECTS, *TWIN_WITNESSES, *RECOVERY_TWINS}
+    assert set(Flavour) == {
+        Flavour.FIXED,
+        *DEFECTS,
+        *TWIN_WITNESSES,
+        *RECOVERY_TWINS,
+        *FENCE_TWINS,
+    }
+
+
+def test_without_the_stale_test_repeated_generations_fail_with_the_restart_witness() -> None:
+    cfg, witness = FENCE_TWINS[Flavour.NO_STALE_GUARD]
+    b = bounds_of_config(TLA_DIR / f"{cfg}.cfg")
+    assert (b.flavour, b.fence, b.pipeline) == (Flavour.NO_STALE_GUARD, "counter", 2)
+    result = explore(b, only=expected_violations(b.flavour, b.pipeline, b.fence) | {"TypeOK"})
+    assert "L6_NoInheritedOwnership" in result.violated, result.violated
+    assert [step.label[0] for step in result.trace[1:] if step.label] == witness
+    # The late result of w1 presents generation 101, which rank 1's dispatch of w2 holds again.
+    assert result.trace[-1].label == ("DeliverResult", (1, "w1", "s1", True, False, 101, 101))
+
+
+#: Pipelined bounds small enough for the unit suite (no clock fault, no duplicate).
+PIPELINED = Bounds(pipeline=2, max_wall=1, max_dups=0, max_reboots=0, max_rollbacks=0)
+
+
+@pytest.mark.parametrize(
+    ("flavour", "fence", "ok"),
+    [
+        (Flavour.NO_STALE_GUARD, "generation", True),  # the epoch keeps every token unique
+        (Flavour.FIXED, "counter", True),  # the stale test refuses the repeated token's result
+        (Flavour.NO_STALE_GUARD, "counter", False),  # neither: the late result is committed
+    ],
+)
+def test_the_epoch_and_the_stale_test_each_suffice_against_a_late_result(
+    flavour: Flavour, fence: str, ok: bool
+) -> None:
+    b = replace(PIPELINED, flavour=flavour, fence=fence)
+    result = explore(b)
+    assert result.ok is ok, result.violated
+    assert expected_violations(flavour, 2, fence) == (
+        frozenset() if ok else COUNTER_STALE_VIOLATIONS
+    )
+    if not ok:
+        assert set(result.violated) <= COUNTER_STALE_VIOLATIONS, result.violated
 
 
 @pytest.mark.parametrize("flavour", list(RECOVERY_TWINS), ids=[f.value for f in RECOVERY_TWINS])

@@ -200,6 +200,27 @@ def test_generations_increase_per_rank_and_never_repeat_across_restarts(tmp_path
     m2.close()
 
 
+def test_the_generation_counter_advances_on_a_granted_lease_and_restarts_with_the_epoch(
+    tmp_path: Path,
+) -> None:
+    # Issue 21: the spec's and model's Bump(r) and Resume(j, e), on the implementation.
+    clock = ManualClock()
+    m = open_master(tmp_path, clock, pipeline=2)
+    assert m.next_generation(R1) == (1, 1)
+    assert m.next_generation(R1) == (1, 1)  # drawing a generation spends nothing
+    assert m.dispatch(W1, R1).ok
+    assert m.generation_counters() == {R1: 1}
+    assert not m.dispatch(W1, R2).ok  # the journal refuses W1's second lease: no counter moves
+    assert not m.dispatch(W2, R1).ok  # the journal grants W2, the coordinator refuses S1
+    assert m.generation_counters() == {R1: 2}  # the refused dispatch's lease was granted
+    assert m.dispatch(W3, R1).ok
+    assert [d.generation for _, d in m.dispatches(R1)] == [(1, 1), (1, 3)]
+    m2 = m.restart_master()
+    assert m2.generation_counters() == {}  # no lease on disk is of the new epoch
+    assert m2.next_generation(R1) == (2, 1)  # the counter repeats; the epoch does not
+    m2.close()
+
+
 def _trace_writer(tmp_path: Path, fence: str, items: list[WorkItem] = CATALOGUE) -> TraceWriter:
     """The trace of a depth-2 master over ``items`` on ranks 1 and 2, at ``tmp_path``."""
     return TraceWriter(

@@ -223,3 +223,47 @@ def test_unusual_coordinator_records_are_the_references_bytes(lease: StateLease)
 def test_a_coordinator_record_with_nan_is_refused_as_json_refuses_it() -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
         coordfile.free_record("s1", Stats(1, 0, math.nan, 0.0))
+
+
+def _checkpoint_ref(epoch: int, leases: dict[str, StateLease], stats: dict[str, Stats]) -> bytes:
+    doc = {
+        "schema": 1,
+        "clock": "unix",
+        "epoch": epoch,
+        "leases": {t: coordfile.lease_doc(x) for t, x in leases.items()},
+        "stats": {t: coordfile._stats_doc(s) for t, s in stats.items()},
+    }
+    return (json.dumps(doc, sort_keys=True, indent=1, allow_nan=False) + "\n").encode("utf-8")
+
+
+def test_checkpoints_are_the_references_bytes() -> None:
+    r = random.Random(22)
+    for size in [0, 1, 2, 5, 30]:
+        for _ in range(20):
+            tasks = [r.choice(STRINGS) + str(r.randrange(1000)) for _ in range(size)]
+            leases = {t: _lease(r) for t in tasks if r.random() < 0.5}
+            stats = {t: _stats(r) for t in tasks}
+            epoch = r.randrange(1, 10**6)
+            assert coordfile.encode_checkpoint(epoch, leases, stats) == _checkpoint_ref(
+                epoch, leases, stats
+            )
+
+
+@pytest.mark.parametrize(
+    ("leases", "stats"),
+    [
+        ({"s1": StateLease(owner=True, updated=1.0, epoch=1)}, {}),
+        ({_Str("s1"): StateLease(owner=1, updated=1.0, epoch=1)}, {}),
+        ({}, {"s1": Stats(_Int(1), 0, 1.5, 0.25)}),
+        ({"s1": StateLease(owner=2, updated=1.0, epoch=1, generation=(1,))}, {}),  # type: ignore[arg-type]
+    ],
+)
+def test_unusual_checkpoints_are_the_references_bytes(
+    leases: dict[str, StateLease], stats: dict[str, Stats]
+) -> None:
+    assert coordfile.encode_checkpoint(3, leases, stats) == _checkpoint_ref(3, leases, stats)
+
+
+def test_a_checkpoint_with_nan_is_refused_as_json_refuses_it() -> None:
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        coordfile.encode_checkpoint(1, {}, {"s1": Stats(1, 0, 0.0, math.inf)})

@@ -146,11 +146,10 @@ def valid_work_id(value: object) -> bool:
 def valid_generation(value: object) -> bool:
     """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
     ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
-    return (
-        isinstance(value, tuple | list)
-        and len(value) == 2
-        and all(_whole(x, MAX_GENERATION_PART) for x in value)
-    )
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        return False
+    epoch, counter = value
+    return _whole(epoch, MAX_GENERATION_PART) and _whole(counter, MAX_GENERATION_PART)
 
 
 def _whole(value: object, maximum: int) -> bool:
@@ -233,6 +232,8 @@ _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
 
 #: Strict JSON for messages: a duplicate field or a NaN is a malformed message.
 _STRICT = strict_hooks(ProtocolError, "field {} appears twice")
+#: Built once: ``json.loads`` with hooks builds a decoder at every call.
+_DECODER = json.JSONDecoder(**_STRICT)
 
 
 def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag]) -> Message:
@@ -255,7 +256,8 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
     try:
-        doc = json.loads(text, **_STRICT)
+        # json.loads's one check beyond the decoder's: a BOM, refused with its own message
+        doc = json.loads(text, **_STRICT) if text[:1] == "\ufeff" else _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not JSON: {exc.msg} at {exc.pos}") from None
     except ValueError as exc:  # e.g. an integer over Python's digit limit

@@ -15,11 +15,13 @@ def strict_hooks(error: Callable[[str], Exception], duplicate: str) -> dict[str,
     a number literal too large for a float (``1e999``, which would read as infinity)."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise error(duplicate.format(repr(key)))
-            out[key] = value
+        out = dict(items)
+        if len(out) != len(items):  # a key seen twice: name the first one
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    raise error(duplicate.format(repr(key)))
+                seen.add(key)
         return out
 
     def constant(name: str) -> Any:

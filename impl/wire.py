@@ -230,6 +230,14 @@ _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
 }
 
 
+#: Every field a message of each tag may carry, "v" and "type" included; each tag by its
+#: number and its ``"type"`` name (looked up once, not per message).
+_ALLOWED = {
+    tag: required | optional | {"v", "type"} for tag, (required, optional) in _FIELDS.items()
+}
+_TAGS = {int(tag): tag for tag in Tag}
+_TYPE_NAMES = {tag: tag.name.lower() for tag in Tag}
+
 #: Strict JSON for messages: a duplicate field or a NaN is a malformed message.
 _STRICT = strict_hooks(ProtocolError, "field {} appears twice")
 #: Built once: ``json.loads`` with hooks builds a decoder at every call.
@@ -245,10 +253,12 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     size = len(data)
     if size > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {size} bytes exceeds the limit of {MAX_MESSAGE_BYTES}")
-    try:
-        kind = Tag(tag)
-    except ValueError:
-        raise ProtocolError(f"unknown message tag {tag}") from None
+    kind = _TAGS.get(tag) if type(tag) is int else None
+    if kind is None:
+        try:
+            kind = Tag(tag)
+        except ValueError:
+            raise ProtocolError(f"unknown message tag {tag}") from None
     if kind not in accept:
         raise ProtocolError(f"unexpected {kind.name} message on this side")
     try:
@@ -271,14 +281,16 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         raise ProtocolError(
             f"{kind.name} message has protocol version {version!r}; this side speaks {PROTOCOL_VERSION}"
         )
-    if doc.get("type") != kind.name.lower():
+    if doc.get("type") != _TYPE_NAMES[kind]:
         raise ProtocolError(f"tag {kind.name} carries a payload of type {doc.get('type')!r}")
     required, optional = _FIELDS[kind]
-    present = set(doc) - {"v", "type"}
-    if missing := sorted(required - present):
-        raise ProtocolError(f"{kind.name} message lacks {', '.join(missing)}")
-    if unknown := sorted(present - required - optional):
-        raise ProtocolError(f"{kind.name} message has unknown field(s) {', '.join(unknown)}")
+    keys = doc.keys()
+    if not (required <= keys and keys <= _ALLOWED[kind]):
+        present = set(doc) - {"v", "type"}
+        if missing := sorted(required - present):
+            raise ProtocolError(f"{kind.name} message lacks {', '.join(missing)}")
+        if unknown := sorted(present - required - optional):
+            raise ProtocolError(f"{kind.name} message has unknown field(s) {', '.join(unknown)}")
     if kind is Tag.STOP:
         status = doc.get("status", 0)
         if not _whole(status, MAX_STATUS):

@@ -227,9 +227,23 @@ def _parse_stats(value: object, *, required: bool) -> dict[str, Stats]:
 # -- the checkpoint and the records ------------------------------------------------------------
 
 
-def encode_checkpoint(epoch: int, leases: dict[str, StateLease], stats: dict[str, Stats]) -> bytes:
-    """The whole state as a schema-1 snapshot (the checkpoint; nothing follows it yet)."""
-    text = _fast_checkpoint(epoch, leases, stats)
+#: Each task's statistics entry of a checkpoint as last written, with the ``Stats`` it was
+#: written from (``encode_checkpoint``'s ``cache``).
+EntryCache = dict[str, tuple[Stats, str]]
+
+
+def encode_checkpoint(
+    epoch: int,
+    leases: dict[str, StateLease],
+    stats: dict[str, Stats],
+    cache: EntryCache | None = None,
+) -> bytes:
+    """The whole state as a schema-1 snapshot (the checkpoint; nothing follows it yet).
+
+    ``cache`` (the coordinator keeps one) holds the text of each task's statistics entry from
+    the checkpoint before: an entry whose ``Stats`` is the same object (they are immutable) is
+    not encoded again, so a checkpoint costs what changed, plus a copy of the rest."""
+    text = _fast_checkpoint(epoch, leases, stats, {} if cache is None else cache)
     if text is None:
         doc = {
             "schema": SCHEMA,
@@ -243,7 +257,7 @@ def encode_checkpoint(epoch: int, leases: dict[str, StateLease], stats: dict[str
 
 
 def _fast_checkpoint(
-    epoch: int, leases: dict[str, StateLease], stats: dict[str, Stats]
+    epoch: int, leases: dict[str, StateLease], stats: dict[str, Stats], cache: EntryCache
 ) -> str | None:
     """``encode_checkpoint``'s text built entry by entry from each value's ``json`` text; None
     (``json`` writes it, and raises) when a value is not a plain one. ``json`` with ``indent``
@@ -270,14 +284,20 @@ def _fast_checkpoint(
     stats_entries: list[str] = []
     for task in sorted(stats):
         x2 = stats[task]
+        known = cache.get(task)
+        if known is not None and known[0] is x2:
+            stats_entries.append(known[1])
+            continue
         values = [json_scalar(v) for v in (task, x2.completions, x2.cost, x2.failures, x2.reward)]
         if None in values or type(task) is not str:
             return None
         name, completions, cost, failures, reward = values
-        stats_entries.append(
+        entry = (
             f'  {name}: {{\n   "completions": {completions},\n   "cost": {cost},\n'
             f'   "failures": {failures},\n   "reward": {reward}\n  }}'
         )
+        cache[task] = (x2, entry)
+        stats_entries.append(entry)
     head = [json_scalar(UNIX), json_scalar(epoch), json_scalar(SCHEMA)]
     if None in head:
         return None

@@ -99,6 +99,7 @@ from typing import Final, NoReturn
 
 from leasefence.impl.coordfile import (
     SCHEMA,
+    EntryCache,
     StateLease,
     Stats,
     append_records,
@@ -241,6 +242,7 @@ class StateShardCoordinator:
         # (None: the file is not a checkpoint of this epoch, so the next commit checkpoints);
         # records since the checkpoint and the checkpoint's entries.
         self._pending: list[bytes] = []
+        self._entries: EntryCache = {}  # statistics entries of the last checkpoint, as text
         self._good_end: int | None = None
         self._logged = 0
         self._weight = 0
@@ -402,7 +404,7 @@ class StateShardCoordinator:
         self._check_usable()
         if self._path is None:
             raise CoordinatorError("save(): this coordinator has no snapshot path")
-        data = encode_checkpoint(self._epoch, self._leases, self._stats)
+        data = encode_checkpoint(self._epoch, self._leases, self._stats, self._entries)
         try:
             if self._legacy_original is not None:
                 keep_legacy_copy(self._path, self._legacy_original)

@@ -267,3 +267,20 @@ def test_unusual_checkpoints_are_the_references_bytes(
 def test_a_checkpoint_with_nan_is_refused_as_json_refuses_it() -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
         coordfile.encode_checkpoint(1, {}, {"s1": Stats(1, 0, 0.0, math.inf)})
+
+
+def test_a_checkpoint_from_the_entry_cache_is_the_references_bytes() -> None:
+    """The coordinator's cache of statistics entries: an entry is reused only for the very
+    ``Stats`` object it was written from; changed statistics are written anew."""
+    r = random.Random(23)
+    stats = {f"s{k}": _stats(r) for k in range(40)}
+    leases = {"s1": _lease(r)}
+    cache: coordfile.EntryCache = {}
+    for _ in range(6):
+        assert coordfile.encode_checkpoint(2, leases, stats, cache) == _checkpoint_ref(
+            2, leases, stats
+        )
+        assert set(cache) == set(stats)
+        for task in r.sample(sorted(stats), 5):
+            stats[task] = _stats(r)  # a new object: its cached entry is stale
+        stats[f"n{r.randrange(10**6)}"] = _stats(r)

@@ -244,6 +244,10 @@ class WorkLeaseJournal:
                     )
                 self._replay_rows(rows)
                 self._scan = scan
+                # Freed while the collector is paused: the first collection after the pause
+                # walks every container made during it that is still alive, and a row per
+                # record would make that a walk of the whole journal (a sixth of an open).
+                del rows
         except BaseException:
             self._release()
             raise

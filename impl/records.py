@@ -21,6 +21,7 @@ from leasefence.impl.errors import (
     InvalidWorkId,
 )
 from leasefence.impl.rules import UNIX
+from leasefence.impl.strictjson import json_scalar
 from leasefence.impl.wire import Generation, valid_generation
 
 #: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
@@ -99,8 +100,66 @@ def record_crc(body: Mapping[str, Any]) -> str:
     return f"{zlib.crc32(_canonical(body)) & 0xFFFFFFFF:08x}"
 
 
+class _Line(bytes):
+    """A record's line as ``encode_record`` wrote it, which also keeps the record's canonical
+    JSON with its ``crc`` (as it sits in a batch's canonical form), so that ``encode_batch``
+    joins lines it already has instead of decoding and encoding them again."""
+
+    sorted_form: bytes
+
+
+#: The keys of every record this implementation writes, in ``encode_record``'s order, and in
+#: sorted (canonical) order with ``crc``; ``generation`` is optional.
+_KEYS = ("event", "work_id", "worker", "updated", "clock", "attempt")
+_KEYS_GENERATION = (*_KEYS, "generation")
+
+
+def _fast_record(body: Mapping[str, Any]) -> _Line | None:
+    """``encode_record(body)`` built from each value's JSON text, without ``json.dumps``, for
+    a record with exactly the keys the journal writes and plain values; None otherwise (the
+    general path decides, and raises). The bytes are those the general path writes
+    (tests/unit/test_records_encode.py compares the two)."""
+    keys = tuple(body)
+    if keys == _KEYS:
+        generation = ""
+    elif keys == _KEYS_GENERATION:
+        gen = body["generation"]
+        if type(gen) is not list or len(gen) != 2:
+            return None
+        epoch, counter = json_scalar(gen[0]), json_scalar(gen[1])
+        if epoch is None or counter is None:
+            return None
+        generation = f"[{epoch},{counter}]"
+    else:
+        return None
+    event = json_scalar(body["event"])
+    work_id = json_scalar(body["work_id"])
+    worker = json_scalar(body["worker"])
+    updated = json_scalar(body["updated"])
+    clock = json_scalar(body["clock"])
+    attempt = json_scalar(body["attempt"])
+    if None in (event, work_id, worker, updated, clock, attempt):
+        return None
+    gen_sorted = f',"generation":{generation}' if generation else ""
+    head = f'{{"attempt":{attempt},"clock":{clock}'
+    tail = (
+        f'"event":{event}{gen_sorted},"updated":{updated},"work_id":{work_id},"worker":{worker}}}'
+    )
+    crc = zlib.crc32(f"{head},{tail}".encode("ascii"))
+    gen_line = f',"generation":{generation}' if generation else ""
+    line = _Line(
+        f'{{"event":{event},"work_id":{work_id},"worker":{worker},"updated":{updated},'
+        f'"clock":{clock},"attempt":{attempt}{gen_line},"crc":"{crc:08x}"}}\n'.encode("ascii")
+    )
+    line.sorted_form = f'{head},"crc":"{crc:08x}",{tail}'.encode("ascii")
+    return line
+
+
 def encode_record(body: Mapping[str, Any]) -> bytes:
     """One checksummed journal line (with its newline) for the record ``body``."""
+    fast = _fast_record(body)
+    if fast is not None:
+        return fast
     line = json.dumps(
         {**body, "crc": record_crc(body)}, separators=(",", ":"), ensure_ascii=True, allow_nan=False
     )
@@ -113,6 +172,15 @@ def encode_batch(lines: list[bytes]) -> bytes:
     line whose ``records`` are those records, each with its own ``crc``."""
     if len(lines) == 1:
         return lines[0]
+    if all(type(line) is _Line for line in lines):
+        # A record sits in a batch line exactly as on its own line (``json`` wrote both), and
+        # in the batch's canonical form as its own canonical form with its ``crc``.
+        canonical = b'{"event":"batch","records":[%s]}' % b",".join(
+            [line.sorted_form for line in lines]  # type: ignore[attr-defined]
+        )
+        crc = zlib.crc32(canonical)
+        body = b",".join([line[:-1] for line in lines])
+        return b'{"event":"batch","records":[%s],"crc":"%08x"}\n' % (body, crc)
     # Decoding keeps each record's key order and numbers, so each is re-encoded as it was.
     return encode_record({"event": BATCH, "records": [json.loads(line) for line in lines]})
 

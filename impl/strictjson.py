@@ -1,9 +1,11 @@
-"""Strict JSON for everything read from disk or the wire: no duplicate keys, no NaN/Infinity."""
+"""Strict JSON for everything read from disk or the wire: no duplicate keys, no NaN/Infinity;
+and the exact text ``json`` writes for a plain value, for records built without ``json.dumps``."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 
@@ -13,11 +15,13 @@ def strict_hooks(error: Callable[[str], Exception], duplicate: str) -> dict[str,
     a number literal too large for a float (``1e999``, which would read as infinity)."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise error(duplicate.format(repr(key)))
-            out[key] = value
+        out = dict(items)
+        if len(out) != len(items):  # a key seen twice: name the first one
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    raise error(duplicate.format(repr(key)))
+                seen.add(key)
         return out
 
     def constant(name: str) -> Any:
@@ -30,3 +34,27 @@ def strict_hooks(error: Callable[[str], Exception], duplicate: str) -> dict[str,
         return value
 
     return {"object_pairs_hook": pairs, "parse_constant": constant, "parse_float": number}
+
+
+def json_scalar(value: object) -> str | None:
+    """``value``'s text exactly as ``json.dumps(value, ensure_ascii=True, allow_nan=False)``
+    writes it, for the plain types a record holds (``str``, ``int``, ``float``, ``bool``,
+    ``None``, exactly those types); None for anything else (a subclass, a container, NaN or an
+    infinity, an integer over the digit limit), which the caller hands to ``json`` itself, so
+    that its result and its errors stay ``json``'s. Records are built with it instead of a
+    ``json.dumps`` call each (a few microseconds of Python per call, issue 19)."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)  # type: ignore[arg-type]
+    if kind is int:
+        try:
+            return int.__repr__(value)
+        except ValueError:  # over the integer string conversion limit: json's error
+            return None
+    if kind is float:
+        return float.__repr__(value) if math.isfinite(value) else None  # type: ignore[arg-type]
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    return None

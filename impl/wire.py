@@ -146,11 +146,10 @@ def valid_work_id(value: object) -> bool:
 def valid_generation(value: object) -> bool:
     """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
     ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
-    return (
-        isinstance(value, tuple | list)
-        and len(value) == 2
-        and all(_whole(x, MAX_GENERATION_PART) for x in value)
-    )
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        return False
+    epoch, counter = value
+    return _whole(epoch, MAX_GENERATION_PART) and _whole(counter, MAX_GENERATION_PART)
 
 
 def _whole(value: object, maximum: int) -> bool:
@@ -231,8 +230,18 @@ _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
 }
 
 
+#: Every field a message of each tag may carry, "v" and "type" included; each tag by its
+#: number and its ``"type"`` name (looked up once, not per message).
+_ALLOWED = {
+    tag: required | optional | {"v", "type"} for tag, (required, optional) in _FIELDS.items()
+}
+_TAGS = {int(tag): tag for tag in Tag}
+_TYPE_NAMES = {tag: tag.name.lower() for tag in Tag}
+
 #: Strict JSON for messages: a duplicate field or a NaN is a malformed message.
 _STRICT = strict_hooks(ProtocolError, "field {} appears twice")
+#: Built once: ``json.loads`` with hooks builds a decoder at every call.
+_DECODER = json.JSONDecoder(**_STRICT)
 
 
 def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag]) -> Message:
@@ -244,10 +253,12 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     size = len(data)
     if size > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {size} bytes exceeds the limit of {MAX_MESSAGE_BYTES}")
-    try:
-        kind = Tag(tag)
-    except ValueError:
-        raise ProtocolError(f"unknown message tag {tag}") from None
+    kind = _TAGS.get(tag) if type(tag) is int else None
+    if kind is None:
+        try:
+            kind = Tag(tag)
+        except ValueError:
+            raise ProtocolError(f"unknown message tag {tag}") from None
     if kind not in accept:
         raise ProtocolError(f"unexpected {kind.name} message on this side")
     try:
@@ -255,7 +266,8 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
     try:
-        doc = json.loads(text, **_STRICT)
+        # json.loads's one check beyond the decoder's: a BOM, refused with its own message
+        doc = json.loads(text, **_STRICT) if text[:1] == "\ufeff" else _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not JSON: {exc.msg} at {exc.pos}") from None
     except ValueError as exc:  # e.g. an integer over Python's digit limit
@@ -269,14 +281,16 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         raise ProtocolError(
             f"{kind.name} message has protocol version {version!r}; this side speaks {PROTOCOL_VERSION}"
         )
-    if doc.get("type") != kind.name.lower():
+    if doc.get("type") != _TYPE_NAMES[kind]:
         raise ProtocolError(f"tag {kind.name} carries a payload of type {doc.get('type')!r}")
     required, optional = _FIELDS[kind]
-    present = set(doc) - {"v", "type"}
-    if missing := sorted(required - present):
-        raise ProtocolError(f"{kind.name} message lacks {', '.join(missing)}")
-    if unknown := sorted(present - required - optional):
-        raise ProtocolError(f"{kind.name} message has unknown field(s) {', '.join(unknown)}")
+    keys = doc.keys()
+    if not (required <= keys and keys <= _ALLOWED[kind]):
+        present = set(doc) - {"v", "type"}
+        if missing := sorted(required - present):
+            raise ProtocolError(f"{kind.name} message lacks {', '.join(missing)}")
+        if unknown := sorted(present - required - optional):
+            raise ProtocolError(f"{kind.name} message has unknown field(s) {', '.join(unknown)}")
     if kind is Tag.STOP:
         status = doc.get("status", 0)
         if not _whole(status, MAX_STATUS):

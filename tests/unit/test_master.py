@@ -693,3 +693,30 @@ def test_group_commit_and_per_decision_sync_make_the_same_run_and_the_same_files
     assert lines[0] < lines[1]
     for j in reopened:
         j.close()
+
+
+def test_the_queue_drops_finished_items_from_what_it_read_not_from_the_whole_catalogue(
+    tmp_path: Path,
+) -> None:
+    # An item held (here: skipped) at the head, then finished items, then the pending rest:
+    # dropping the 64 finished ones it passed over must cost what it read, not a pass over the
+    # whole catalogue (that made every round O(catalogue) and a 20,000-item run quadratic).
+    items = generate(3000, 0)
+    m = Master.open(tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=ManualClock())
+    order = list(m.catalogue)
+    m._done = set(order[1:65])
+    calls = 0
+    finished_here = m._finished_here
+
+    def counted(work_id: WorkId) -> bool:
+        nonlocal calls
+        calls += 1
+        return finished_here(work_id)
+
+    m._finished_here = counted  # type: ignore[method-assign]
+    pending = m._pending({order[0]})
+    assert next(pending) == order[65]
+    assert calls < 300
+    assert m._order[:3] == [order[0], order[65], order[66]]  # the 64 dropped, the order kept
+    assert list(pending) == order[66:]
+    m.close()

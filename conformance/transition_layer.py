@@ -94,7 +94,7 @@ class Branches:
 @contextmanager
 def _quiet() -> Iterator[None]:
     """The master logs every wrong-ID result and reclaim: thousands of lines in a replay."""
-    logging.disable(logging.WARNING)
+    logging.disable(logging.ERROR)
     try:
         yield
     finally:

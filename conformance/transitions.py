@@ -36,6 +36,8 @@ from typing import Any, TypeVar, cast
 
 from leasefence.conformance.machines.system import MEMORY_DIR, SystemMachine, bounded
 from leasefence.conformance.scenarios import MODEL_NAMES, WORK_NAMES, bounds_doc
+from leasefence.conformance.transition_loop import PROFILES as LOOP_PROFILES
+from leasefence.conformance.transition_loop import run_loop
 from leasefence.conformance.transition_probes import kind, probe, torn_restart
 from leasefence.model.check import format_label, reachable
 from leasefence.model.state import State
@@ -246,6 +248,8 @@ def run_path(
                 checked.add(t)
             if probed is not None and (k := kind(m)) not in probed:
                 probe(m)
+                for profile in LOOP_PROFILES:
+                    run_loop(m.journal_path, m.snapshot_path, m.clock.now, g.bounds, profile)
                 probed.add(k)
             done += 1
     finally:

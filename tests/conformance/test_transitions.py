@@ -18,6 +18,8 @@ from leasefence.conformance.scenarios import bounds_doc, bounds_of, load
 from leasefence.conformance.scenarios import replay as replay_scenario
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import WorkLeaseJournal
+from leasefence.impl.master import Master
+from leasefence.impl.wire import WorkId
 from leasefence.model.check import explore
 from leasefence.model.system import Bounds
 
@@ -192,3 +194,37 @@ def test_a_hostile_file_read_as_good_fails_a_probe(monkeypatch: pytest.MonkeyPat
     result = tr.replay(TINY, probes=True)
     (failure,) = result.failures
     assert "hostile journal" in failure.error
+
+
+def _commit_never_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted group-commit bug: ``Master.commit`` writes nothing, so a WORK leaves before its
+    lease is durable and the restart inside the job reads less than was acknowledged."""
+    monkeypatch.setattr(Master, "commit", lambda self: None)
+
+
+def _queue_loses_an_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted scheduling bug: the lazy queue drops the catalogue's last item as if done."""
+    original = Master._finished_here
+
+    def finished_here(self: Master, work_id: WorkId) -> bool:
+        return original(self, work_id) or work_id == list(self.catalogue)[-1]
+
+    monkeypatch.setattr(Master, "_finished_here", finished_here)
+
+
+@pytest.mark.parametrize(
+    ("plant", "says"),
+    [
+        (_commit_never_writes, "does not validate"),
+        (_queue_loses_an_item, "neither done nor given up"),
+    ],
+)
+def test_a_bug_only_the_dispatch_loop_reaches_fails_the_loop_at_a_replayed_state(
+    plant: Any, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant(monkeypatch)
+    assert tr.replay(TINY).ok  # no model step runs the loop
+    result = tr.replay(TINY, probes=True)
+    (failure,) = result.failures
+    assert "loop " in failure.error
+    assert says in failure.error

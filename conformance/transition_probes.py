@@ -188,6 +188,7 @@ def probes(m: SystemMachine) -> Iterator[Probe]:
     ranks = m.BOUNDS.ranks
     yield from _journal_probes(j, works, ranks)
     yield from _coordinator_probes(c, tasks, ranks)
+    yield from _master_probes(m, master)
     idle = [r for r in ranks if not master.dispatches(Rank(r))]
     for r in idle:
         yield Probe(f"deliver(garbage from idle rank {r})", partial(_garbage, master, r))
@@ -199,10 +200,77 @@ def probes(m: SystemMachine) -> Iterator[Probe]:
         )
 
 
+class _Hidden:
+    """A stand-in container: the live one seen through a proxy that is not a
+    ``WorkLeaseJournal`` or ``StateShardCoordinator`` and has no ``commit`` (what the master's
+    ``Journal``/``Coordinator`` protocols allow: a container without disk state)."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("commit", "pending"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def _nested_step(master: Master) -> bool:
+    """Two nested steps of the master's clock read the same instant (a step is atomic)."""
+    with master.clock.step() as outer, master.clock.step() as inner:
+        return inner != outer  # False: the same instant, as expected
+
+
+def _stand_in(master: Master) -> bool:
+    """A master over stand-in containers: it resumes no generation, has no disk state to
+    trace, and its group commit has nothing to commit (refusals of a kind: nothing happens)."""
+    twin = Master(
+        _Hidden(master.journal),
+        _Hidden(master.coordinator),
+        master.catalogue.values(),
+        ttl=master.ttl,
+        group_commit=True,
+    )
+    twin.commit()
+    return twin.recovered_state() != {} or bool(twin._generations)  # False: as expected
+
+
+def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
+    """The master's own refusals: a depth or fence that does not exist, generation fencing
+    without a snapshot (its epoch), a restart of a master not made by ``Master.open``, the
+    release of a reservation nobody holds; and calls that must change nothing."""
+    j, c, items = master.journal, master.coordinator, list(master.catalogue.values())
+    for depth in (0, True, 1.5):
+        yield Probe(
+            f"Master(pipeline={depth!r})",
+            partial(Master, j, c, items, ttl=1, pipeline=depth),  # type: ignore[arg-type]
+            ValueError,
+        )
+    yield Probe(
+        "Master(fence='epoch')", partial(Master, j, c, items, ttl=1, fence="epoch"), ValueError
+    )
+    yield Probe(
+        "Master.open(generation fence, no snapshot)",
+        partial(Master.open, m.dir / "no-journal", None, items, ttl=1, pipeline=2),
+        ValueError,
+    )
+    yield Probe(
+        "restart_master() of a master not opened from files",
+        Master(j, c, items, ttl=1).restart_master,
+        RuntimeError,
+    )
+    yield Probe(
+        "release of an unheld reservation",
+        partial(master.reservations.release, "target", "no-such-target"),
+        RuntimeError,
+    )
+    yield Probe("nested clock steps", partial(_nested_step, master))
+    yield Probe("a master over stand-in containers", partial(_stand_in, master))
+
+
 def _answer(p: Probe) -> Expect:
     try:
         got = p.call()
-    except (LeaseError, ValueError, TypeError, KeyError) as error:
+    except (LeaseError, ValueError, TypeError, KeyError, RuntimeError) as error:
         if not isinstance(p.expect, bool) and isinstance(error, p.expect):
             return p.expect
         raise ProbeFailure(f"probe {p.name}: raised {error!r}, expected {p.expect!r}") from error

@@ -230,6 +230,7 @@ def run_path(
         if 0 not in checked:
             m.check_invariants_now()
             checked.add(0)
+        _probe(m, g.bounds, probed)
         for e in path:
             _, label, t = g.edges[e]
             if probed is not None and label[0] == "RestartMaster":
@@ -246,15 +247,21 @@ def run_path(
             if t not in checked:
                 m.check_invariants_now()
                 checked.add(t)
-            if probed is not None and (k := kind(m)) not in probed:
-                probe(m)
-                for profile in LOOP_PROFILES:
-                    run_loop(m.journal_path, m.snapshot_path, m.clock.now, g.bounds, profile)
-                probed.add(k)
+            _probe(m, g.bounds, probed)
             done += 1
     finally:
         m.teardown()  # validates the run's trace
     return done
+
+
+def _probe(m: SystemMachine, bounds: Bounds, probed: set[object] | None) -> None:
+    """The refusal probes and the dispatch loop's profiles at the machine's state, once per
+    kind of state (``probed``: the kinds done; None: none run)."""
+    if probed is not None and (k := kind(m)) not in probed:
+        probe(m)
+        for profile in LOOP_PROFILES:
+            run_loop(m.journal_path, m.snapshot_path, m.clock.now, bounds, profile)
+        probed.add(k)
 
 
 def scenario(g: Graph, path: list[int], origin: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 
 from leasefence.conformance.machines.system import SystemMachine
 from leasefence.conformance.refinement import persisted_coordinator, persisted_journal
+from leasefence.conformance.transition_scratch import scratch_probes
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.errors import (
     JournalCorrupt,
@@ -294,6 +295,7 @@ def probe(m: SystemMachine) -> int:
     m.mapped = None
     if m.impl_state() != mapped:
         raise ProbeFailure("the refused probes changed the implementation's state")
+    n += scratch_probes(m)
     return n + hostile_reads(m.journal_path, m.snapshot_path, m.BOUNDS.task_of[0][0])
 
 
@@ -407,6 +409,23 @@ def _hostile_snapshots(snap: bytes) -> list[tuple[str, bytes, Expect]]:
     cases: list[tuple[str, bytes, Expect]] = [
         (f"{name} mid-log", snap + bad + good, SnapshotError) for name, bad in bad_records
     ]
+    lease2 = {**lease, "task": "t-two"}
+    cases += [
+        (
+            "a batch whose second record is bad (none of it applies)",
+            snap
+            + checksummed({"op": "batch", "records": [json.loads(checksummed(lease2)), bad_free]})
+            + good,
+            SnapshotError,
+        )
+        for bad_free in (
+            json.loads(checksummed({"op": "free", "task": "t-none", "stats": {}})),
+            json.loads(checksummed({"op": "batch", "records": []})),
+        )
+    ]
+    cases += [
+        (f"checkpoint: {name}", checkpoint(doc), SnapshotError) for name, doc in _bad_checkpoints()
+    ]
     cases += [
         ("not UTF-8", b"\xff\xfe{}\n", SnapshotError),
         ("blank", b"  \n", SnapshotError),
@@ -417,6 +436,35 @@ def _hostile_snapshots(snap: bytes) -> list[tuple[str, bytes, Expect]]:
         ("negative epoch", snap.replace(b'"epoch": ', b'"epoch": -', 1), SnapshotError),
     ]
     return cases
+
+
+def checkpoint(doc: dict[str, Any]) -> bytes:
+    """A snapshot's checkpoint as docs/coordinator-format.md says it: the JSON object alone."""
+    return json.dumps(doc, indent=1).encode("ascii") + b"\n"
+
+
+def _bad_checkpoints() -> list[tuple[str, dict[str, Any]]]:
+    """Checkpoints that break one rule of the format each."""
+    lease = {"owner": 1, "updated": 1.0, "epoch": 1}
+    stats = {"completions": 1, "failures": 0, "reward": 1.0, "cost": 1.0}
+    base: dict[str, Any] = {
+        "schema": 1,
+        "clock": "unix",
+        "epoch": 2,
+        "leases": {"t": lease},
+        "stats": {"t": stats},
+    }
+    return [
+        ("no stats", {k: v for k, v in base.items() if k != "stats"}),
+        ("a bool epoch", {**base, "epoch": True}),
+        ("a string updated", {**base, "leases": {"t": {**lease, "updated": "1"}}}),
+        ("an infinite updated", {**base, "leases": {"t": {**lease, "updated": 10**400}}}),
+        ("a lease that is not an object", {**base, "leases": {"t": [1]}}),
+        ("an empty task ID", {**base, "leases": {"": lease}}),
+        ("a lease after the epoch", {**base, "leases": {"t": {**lease, "epoch": 3}}}),
+        ("a bad generation", {**base, "leases": {"t": {**lease, "generation": [1]}}}),
+        ("a lease without an owner", {**base, "leases": {"t": {"updated": 1.0, "epoch": 1}}}),
+    ]
 
 
 def torn_restart(m: SystemMachine) -> None:

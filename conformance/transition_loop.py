@@ -81,6 +81,7 @@ class LoopProfile:
     starve: tuple[int, ...] = ()
     extra: int = 0
     untraced: bool = False
+    compact: bool = False
     hold: float = 0.0
     early: tuple[int, ...] = ()
     poll: float = 1.0
@@ -106,7 +107,13 @@ PROFILES = (
     LoopProfile("depth 1, faulty workers", failing=(0,), invalid=(2,), late=(1,), reverse=True),
     LoopProfile("depth 1, starving policy", reverse=True, starve=(3,), late=(0,)),
     LoopProfile(
-        "depth 2, faulty workers", pipeline=2, failing=(1,), invalid=(0,), late=(2,), confused=(3,)
+        "depth 2, faulty workers",
+        pipeline=2,
+        failing=(1,),
+        invalid=(0,),
+        late=(2,),
+        confused=(3,),
+        compact=True,
     ),
 )
 
@@ -136,10 +143,18 @@ class _Hooks(DispatchHooks):
     fencing, at every dispatch a master built on the same containers (what a restart without a
     new epoch would be) must not issue a generation the rank already holds a lease for."""
 
-    def __init__(self, after: int | None) -> None:
+    def __init__(self, after: int | None, compact: bool) -> None:
         self.after = after
         self.rounds = 0
         self.restarts = 0
+        self.compact = compact
+
+    def on_progress(self, master: Master) -> None:
+        journal = master.journal
+        assert isinstance(journal, WorkLeaseJournal)
+        if self.compact and journal.leases:
+            journal.compact()
+            self.compact = False
 
     def restart_due(self, master: Master, sent: Sequence[tuple[Rank, Work]]) -> bool:
         if self.after is None or not sent:
@@ -267,7 +282,7 @@ def _run(
             fence=fence,
         )
     )
-    hooks = _Hooks(profile.restart)
+    hooks = _Hooks(profile.restart, profile.compact)
     master = Master.open(
         journal,
         snapshot,

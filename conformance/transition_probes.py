@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -410,6 +411,26 @@ def _hostile_snapshots(snap: bytes) -> list[tuple[str, bytes, Expect]]:
         (f"{name} mid-log", snap + bad + good, SnapshotError) for name, bad in bad_records
     ]
     lease2 = {**lease, "task": "t-two"}
+    epoch = re.search(rb'"epoch": (\d+)', snap)
+    held = checksummed({**lease, "task": "t-three", "epoch": int(epoch[1]) if epoch else 1})
+    cases.append(
+        (
+            "a batch that frees a held task, then is bad (the lease is put back)",
+            snap
+            + held
+            + checksummed(
+                {
+                    "op": "batch",
+                    "records": [
+                        json.loads(checksummed({"op": "free", "task": "t-three", "stats": {}})),
+                        json.loads(checksummed({"op": "void", "tasks": ["t-none"]})),
+                    ],
+                }
+            )
+            + good,
+            SnapshotError,
+        )
+    )
     cases += [
         (
             "a batch whose second record is bad (none of it applies)",

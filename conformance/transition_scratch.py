@@ -183,7 +183,7 @@ def _journal(m: SystemMachine, tmp: Path) -> int:
             "a record after a last line without its newline", _state(persisted_journal(cut)), after
         )
         n += 1
-    return n + _repairs(m, tmp, want)
+    return n + _repairs(m, tmp, want) + _legacy_ends(m, tmp, want)
 
 
 def _repairs(m: SystemMachine, tmp: Path, want: dict[str, object]) -> int:
@@ -211,7 +211,39 @@ def _repairs(m: SystemMachine, tmp: Path, want: dict[str, object]) -> int:
                 result.quarantine.read_bytes().count(b"#not json"),
                 k + 1,
             )
-    return 4
+        p.write_bytes(b"#not json\n" + data[:-1])
+        repair_journal(p)
+        _same(
+            "repair of a bad line and a last line without its newline",
+            _state(persisted_journal(p)),
+            want,
+        )
+    return 5
+
+
+def _legacy_ends(m: SystemMachine, tmp: Path, want: dict[str, Any]) -> int:
+    """F314's end records without ``attempt`` (docs/journal-format.md): a ``done`` ends the
+    lease and completes the ID, a ``reclaim`` of an ID never leased changes nothing; neither
+    changes an attempt count."""
+    data = m.journal_path.read_bytes()
+    data = data[: data.rfind(b"\n") + 1]
+    w, never = m.BOUNDS.task_of[0][0], "e" * 64
+    p = tmp / "legacy-ends"
+    line = {"worker": 1, "updated": 5.0}
+    p.write_bytes(
+        data
+        + json.dumps({"event": "done", "work_id": w, **line}).encode()
+        + b"\n"
+        + json.dumps({"event": "reclaim", "work_id": never, **line}).encode()
+        + b"\n"
+    )
+    expected = {
+        "leases": {k: v for k, v in want["leases"].items() if k != w},
+        "completed": want["completed"] | {w},
+        "attempts": want["attempts"],
+    }
+    _same("legacy end records", _state(persisted_journal(p)), expected)
+    return 1
 
 
 def _coordinator(m: SystemMachine, tmp: Path) -> int:
@@ -244,6 +276,9 @@ def _coordinator(m: SystemMachine, tmp: Path) -> int:
     shutil.copyfile(m.snapshot_path, p)
     c = StateShardCoordinator(p, clock=m.clock)
     before = coordinator_fields(c)
+    written = p.read_bytes()
+    c.commit()
+    _same("a commit with nothing pending writes nothing", p.read_bytes(), written)
     with _file_size_limit(p.stat().st_size):
         _raises("a lease whose write fails", lambda: c.lease(tasks[-1], 1), CoordinatorError)
     _same("a failed write put the change back", coordinator_fields(c), before)

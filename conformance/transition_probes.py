@@ -195,10 +195,13 @@ def probes(m: SystemMachine) -> Iterator[Probe]:
     for r in idle:
         yield Probe(f"deliver(garbage from idle rank {r})", partial(_garbage, master, r))
     for r in ranks:
+        # RankBusy only when every slot of the rank is taken (at depth 2 a rank holding one
+        # dispatch may take another: the unknown work is refused as such).
+        full = len(master.dispatches(Rank(r))) >= master.pipeline
         yield Probe(
             f"dispatch(unknown work, rank {r})",
             partial(master.dispatch, WorkId("w-unknown"), Rank(r)),
-            UnknownWork if r in idle else RankBusy,
+            RankBusy if full else UnknownWork,
         )
 
 
@@ -335,6 +338,20 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
             + good,
             JournalCorrupt,
         ),
+    ]
+    w = work
+    legacy_bad = {  # F314-format lines (no checksum), each wrong in one field
+        "a JSON list": "[]",
+        "an unknown event": f'{{"work_id":"{w}","event":"grab","worker":1,"updated":1}}',
+        "a short work ID": '{"work_id":"abc","event":"lease","worker":1,"updated":1}',
+        "a bool worker": f'{{"work_id":"{w}","event":"lease","worker":true,"updated":1}}',
+        "a string timestamp": f'{{"work_id":"{w}","event":"lease","worker":1,"updated":"1"}}',
+        "a numeric clock": f'{{"work_id":"{w}","event":"lease","worker":1,"updated":1,"clock":1}}',
+        "a lease without a timestamp": f'{{"work_id":"{w}","event":"lease","worker":1}}',
+    }
+    cases += [
+        (f"legacy line with {name}", data + line.encode() + b"\n" + good, JournalCorrupt)
+        for name, line in legacy_bad.items()
     ]
     if lines and lines[-1].endswith(b"\n"):  # the last line whole (no torn tail)
         last = lines[-1]

@@ -306,7 +306,11 @@ def _legacy_snapshots(m: SystemMachine, tmp: Path) -> int:
         _same("its statistics are kept", c.stats("s1").completions, 2)
         _same("its lease is stale", c.active_owner("s1"), None)
         kept = p.with_name(p.name + (".legacy" if k < 2 else ".legacy.1"))
-        _same("its bytes are kept beside it", kept.read_bytes(), raw if k == 2 else original)
+        _same(
+            "its bytes are kept beside it",
+            kept.read_bytes() if kept.exists() else None,
+            raw if k == 2 else original,
+        )
     bad: list[tuple[str, dict[str, Any]]] = [
         ("a Unix clock without a schema", {**legacy, "clock": "unix"}),
         ("a clock that is not a string", {**legacy, "clock": 5}),

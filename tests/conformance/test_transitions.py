@@ -274,3 +274,10 @@ def test_every_untaken_branch_listed_with_a_reason_is_a_line_of_its_module() -> 
     for module, source in UNTAKEN:
         lines = [line.strip() for line in (root / module).read_text().splitlines()]
         assert lines.count(source) == 1, (module, source)
+
+
+@pytest.mark.slow
+def test_every_transition_at_pipeline_depth_2_is_driven_and_every_probe_refused() -> None:
+    result = tr.replay(tr.PIPELINED, probes=True)
+    assert not result.failures, result.failures[0].error
+    assert result.covered == result.total == 17132

@@ -236,7 +236,7 @@ def layer_transitions(deep: bool) -> list[Any]:
         rows.append(
             Row(
                 "transitions",
-                f"branches of {b.name} (quick bounds and refusal probes)",
+                f"branches of {b.name} (quick bounds, probes and the dispatch loop)",
                 f"{b.covered}/{b.total} ({b.ratio:.1%}; goal {BRANCH_GOAL:.0%} "
                 f"{'met' if b.ratio >= BRANCH_GOAL else 'not met'}); not taken: "
                 + (", ".join(x.split(":", 1)[1] for x in b.missing) or "none")

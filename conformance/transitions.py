@@ -232,9 +232,12 @@ def run_path(
     were already checked on both sides (an invariant is a function of the state, and each step
     has compared the mapped implementation state equal to the model's, which is the graph's):
     each is checked once per replay, not at every arrival. ``probed``: with it, the refusal
-    probes (``conformance.transition_probes``) run at each state of a kind not in it, and the
-    first RestartMaster from each kind is driven as a crash in the middle of an append
-    (``TornTail``: the same model step, the journal left with a torn last line)."""
+    probes (``conformance.transition_probes``, the scratch probes of
+    ``conformance.transition_scratch`` among them) and the dispatch loop's profiles
+    (``conformance.transition_loop``: the files reopened from disk and run to the end by
+    ``master_dispatch``) run at Init and at each state of a kind not in it, and the first
+    RestartMaster from each kind is driven as a crash in the middle of an append (``TornTail``:
+    the same model step, the journal left with a torn last line)."""
     checked = set() if checked is None else checked
     m = machine(start=0)
     done = 0

@@ -1,7 +1,9 @@
 """Every transition of the model's state graph is driven through the implementation in lockstep
 with the model (``conformance.transitions``): the whole graph at the CI bounds here (on every
-CPU), the quick bounds with the refusal probes, the deep bounds in the slow tier; a planted bug
-fails the replay and leaves a scenario that replays; a planted accepted refusal fails a probe."""
+CPU), the quick bounds with the refusal probes, the scratch probes and the dispatch loop at
+each kind of state, the deep and pipelined bounds in the slow tier; a planted bug fails the
+replay and leaves a scenario that replays; a planted accepted refusal fails a probe; bugs only
+the dispatch loop or a scratch probe reaches fail them; every untaken branch has a reason."""
 
 from __future__ import annotations
 

@@ -34,11 +34,11 @@ from leasefence.model.system import Bounds
 MEASURED = (records, journal, coordfile, coordinator, master)
 BRANCH_GOAL = 0.95
 #: What the quick bounds with the probes and the loop reach (measured 2026-12-02: records
-#: 84.4 %, journal 98.0 %, coordfile 100 %, coordinator 100 %, master 98.2 %; before the loop
+#: 91.4 %, journal 98.0 %, coordfile 100 %, coordinator 100 %, master 98.2 %; before the loop
 #: and the scratch probes 61.7, 68.6, 65.7, 46.1, 45.3), less about two points: below it a row
 #: fails (a regression).
 BRANCH_FLOOR = {
-    "impl/records.py": 0.82,
+    "impl/records.py": 0.89,
     "impl/journal.py": 0.96,
     "impl/coordfile.py": 0.98,
     "impl/coordinator.py": 0.98,

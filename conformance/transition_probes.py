@@ -113,6 +113,7 @@ def _journal_probes(
     w = works[0]
     bad_generation: Any = (1,)
     yield Probe("journal.lease(malformed ID)", partial(j.lease, "no such/id", first), ARGUMENT)
+    yield Probe("journal.lease(a long malformed ID)", partial(j.lease, "x" * 100, first), ARGUMENT)
     yield Probe("journal.lease(negative worker)", partial(j.lease, w, -1), ARGUMENT)
     yield Probe("journal.lease(bool worker)", partial(j.lease, w, True), ARGUMENT)
     yield Probe(
@@ -353,6 +354,10 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
         (f"legacy line with {name}", data + line.encode() + b"\n" + good, JournalCorrupt)
         for name, line in legacy_bad.items()
     ]
+    cases += [
+        (f"checksummed line with {name}", data + line + good, JournalCorrupt)
+        for name, line in _bad_checksummed(work).items()
+    ]
     if lines and lines[-1].endswith(b"\n"):  # the last line whole (no torn tail)
         last = lines[-1]
         flipped = (
@@ -391,6 +396,55 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
             )
             n += 1
     return n
+
+
+def journal_line(doc: dict[str, Any], crc: str | None = None) -> bytes:
+    """A journal line as docs/journal-format.md says it (written here from the document, not
+    with the implementation's encoder): the record, then ``crc``, the CRC32 of its canonical
+    JSON (keys sorted, no spaces, ASCII escapes); ``crc`` given: that one instead."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
+    crc = crc if crc is not None else f"{zlib.crc32(canonical):08x}"
+    return json.dumps({**doc, "crc": crc}, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _bad_checksummed(work: str) -> dict[str, bytes]:
+    """Checksummed journal lines and batches, each wrong in one way (refused as corrupt when a
+    good record follows)."""
+    lease = {
+        "event": "lease",
+        "work_id": work,
+        "worker": 1,
+        "updated": 1.0,
+        "clock": "unix",
+        "attempt": 1,
+    }
+    done = {**lease, "event": "done"}
+    inner = json.loads(journal_line(done))
+    legacy = {k: v for k, v in done.items() if k not in ("clock", "attempt")}
+    return {
+        "a negative attempt": journal_line({**lease, "attempt": -1}),
+        "a bad generation": journal_line({**lease, "generation": [1]}),
+        "a lease without a worker": journal_line({**lease, "worker": None}),
+        "a timestamp out of range": journal_line({**lease, "updated": 1e300}),
+        "a wrong checksum": journal_line(lease, crc="00000000"),
+        "a batch with a wrong checksum": journal_line(
+            {"event": "batch", "records": [inner, inner]}, crc="00000000"
+        ),
+        "an empty batch": journal_line({"event": "batch", "records": []}),
+        "a batch holding a legacy record": journal_line(
+            {"event": "batch", "records": [inner, legacy]}
+        ),
+        "a batch holding a bad record": journal_line(
+            {"event": "batch", "records": [inner, {**inner, "crc": "00000000"}]}
+        ),
+        "a batch of null-worker leases": journal_line(
+            {
+                "event": "batch",
+                "records": [inner, json.loads(journal_line({**lease, "worker": None}))],
+            }
+        ),
+        "a batch that is a list": json.dumps([inner]).encode("ascii") + b"\n",
+    }
 
 
 def checksummed(doc: dict[str, object]) -> bytes:

@@ -40,7 +40,8 @@ from leasefence.impl.errors import (
 from leasefence.impl.journal import WorkLeaseJournal, legacy_lease_line
 from leasefence.impl.master import Master
 from leasefence.impl.transport import Envelope, deliver
-from leasefence.impl.wire import Rank, Tag, WorkId
+from leasefence.impl.wire import Rank, Result, Tag, WorkId
+from leasefence.impl.wire import encode as wire_encode
 from leasefence.model.state import State
 
 #: What a probe expects: ``False`` (refused) or the error class (classes) it must raise.
@@ -180,6 +181,15 @@ def _garbage(master: Master, rank: int) -> bool:
     return deliver(master, Envelope(rank, int(Tag.RESULT), b"\xff{")) is not None
 
 
+def _foreign_id(master: Master, rank: int, work: str) -> bool:
+    """A well-formed RESULT from ``rank`` but for a work ID that is not 64 hexadecimal
+    characters: the wire refuses it, so it is dropped as malformed (True: it was handled)."""
+    _, data = wire_encode(Result(WorkId(work), None, True, 1.0))
+    doc = json.loads(data)
+    doc["work_id"] = "not-a-work-id"
+    return deliver(master, Envelope(rank, int(Tag.RESULT), json.dumps(doc).encode())) is not None
+
+
 def probes(m: SystemMachine) -> Iterator[Probe]:
     """The probes for the machine's current state."""
     master = m.master_()
@@ -195,6 +205,10 @@ def probes(m: SystemMachine) -> Iterator[Probe]:
     idle = [r for r in ranks if not master.dispatches(Rank(r))]
     for r in idle:
         yield Probe(f"deliver(garbage from idle rank {r})", partial(_garbage, master, r))
+        yield Probe(
+            f"deliver(a malformed work ID from idle rank {r})",
+            partial(_foreign_id, master, r, works[0]),
+        )
     for r in ranks:
         # RankBusy only when every slot of the rank is taken (at depth 2 a rank holding one
         # dispatch may take another: the unknown work is refused as such).

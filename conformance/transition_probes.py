@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from typing import Any
 
 from leasefence.conformance.machines.system import SystemMachine
 from leasefence.conformance.refinement import persisted_coordinator, persisted_journal
+from leasefence.conformance.transition_scratch import scratch_probes
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.errors import (
     JournalCorrupt,
@@ -38,7 +40,8 @@ from leasefence.impl.errors import (
 from leasefence.impl.journal import WorkLeaseJournal, legacy_lease_line
 from leasefence.impl.master import Master
 from leasefence.impl.transport import Envelope, deliver
-from leasefence.impl.wire import Rank, Tag, WorkId
+from leasefence.impl.wire import Rank, Result, Tag, WorkId
+from leasefence.impl.wire import encode as wire_encode
 from leasefence.model.state import State
 
 #: What a probe expects: ``False`` (refused) or the error class (classes) it must raise.
@@ -111,6 +114,7 @@ def _journal_probes(
     w = works[0]
     bad_generation: Any = (1,)
     yield Probe("journal.lease(malformed ID)", partial(j.lease, "no such/id", first), ARGUMENT)
+    yield Probe("journal.lease(a long malformed ID)", partial(j.lease, "x" * 100, first), ARGUMENT)
     yield Probe("journal.lease(negative worker)", partial(j.lease, w, -1), ARGUMENT)
     yield Probe("journal.lease(bool worker)", partial(j.lease, w, True), ARGUMENT)
     yield Probe(
@@ -177,6 +181,15 @@ def _garbage(master: Master, rank: int) -> bool:
     return deliver(master, Envelope(rank, int(Tag.RESULT), b"\xff{")) is not None
 
 
+def _foreign_id(master: Master, rank: int, work: str) -> bool:
+    """A well-formed RESULT from ``rank`` but for a work ID that is not 64 hexadecimal
+    characters: the wire refuses it, so it is dropped as malformed (True: it was handled)."""
+    _, data = wire_encode(Result(WorkId(work), None, True, 1.0))
+    doc = json.loads(data)
+    doc["work_id"] = "not-a-work-id"
+    return deliver(master, Envelope(rank, int(Tag.RESULT), json.dumps(doc).encode())) is not None
+
+
 def probes(m: SystemMachine) -> Iterator[Probe]:
     """The probes for the machine's current state."""
     master = m.master_()
@@ -188,21 +201,96 @@ def probes(m: SystemMachine) -> Iterator[Probe]:
     ranks = m.BOUNDS.ranks
     yield from _journal_probes(j, works, ranks)
     yield from _coordinator_probes(c, tasks, ranks)
+    yield from _master_probes(m, master)
     idle = [r for r in ranks if not master.dispatches(Rank(r))]
     for r in idle:
         yield Probe(f"deliver(garbage from idle rank {r})", partial(_garbage, master, r))
+        yield Probe(
+            f"deliver(a malformed work ID from idle rank {r})",
+            partial(_foreign_id, master, r, works[0]),
+        )
     for r in ranks:
+        # RankBusy only when every slot of the rank is taken (at depth 2 a rank holding one
+        # dispatch may take another: the unknown work is refused as such).
+        full = len(master.dispatches(Rank(r))) >= master.pipeline
         yield Probe(
             f"dispatch(unknown work, rank {r})",
             partial(master.dispatch, WorkId("w-unknown"), Rank(r)),
-            UnknownWork if r in idle else RankBusy,
+            RankBusy if full else UnknownWork,
         )
+
+
+class _Hidden:
+    """A stand-in container: the live one seen through a proxy that is not a
+    ``WorkLeaseJournal`` or ``StateShardCoordinator`` and has no ``commit`` (what the master's
+    ``Journal``/``Coordinator`` protocols allow: a container without disk state)."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("commit", "pending"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def _nested_step(master: Master) -> bool:
+    """Two nested steps of the master's clock read the same instant (a step is atomic)."""
+    with master.clock.step() as outer, master.clock.step() as inner:
+        return inner != outer  # False: the same instant, as expected
+
+
+def _stand_in(master: Master) -> bool:
+    """A master over stand-in containers: it resumes no generation, has no disk state to
+    trace, and its group commit has nothing to commit (refusals of a kind: nothing happens)."""
+    twin = Master(
+        _Hidden(master.journal),
+        _Hidden(master.coordinator),
+        master.catalogue.values(),
+        ttl=master.ttl,
+        group_commit=True,
+    )
+    twin.commit()
+    return twin.recovered_state() != {} or bool(twin._generations)  # False: as expected
+
+
+def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
+    """The master's own refusals: a depth or fence that does not exist, generation fencing
+    without a snapshot (its epoch), a restart of a master not made by ``Master.open``, the
+    release of a reservation nobody holds; and calls that must change nothing."""
+    j, c, items = master.journal, master.coordinator, list(master.catalogue.values())
+    for depth in (0, True, 1.5):
+        yield Probe(
+            f"Master(pipeline={depth!r})",
+            partial(Master, j, c, items, ttl=1, pipeline=depth),  # type: ignore[arg-type]
+            ValueError,
+        )
+    yield Probe(
+        "Master(fence='epoch')", partial(Master, j, c, items, ttl=1, fence="epoch"), ValueError
+    )
+    yield Probe(
+        "Master.open(generation fence, no snapshot)",
+        partial(Master.open, m.dir / "no-journal", None, items, ttl=1, pipeline=2),
+        ValueError,
+    )
+    yield Probe(
+        "restart_master() of a master not opened from files",
+        Master(j, c, items, ttl=1).restart_master,
+        RuntimeError,
+    )
+    yield Probe(
+        "release of an unheld reservation",
+        partial(master.reservations.release, "target", "no-such-target"),
+        RuntimeError,
+    )
+    yield Probe("nested clock steps", partial(_nested_step, master))
+    yield Probe("a master over stand-in containers", partial(_stand_in, master))
 
 
 def _answer(p: Probe) -> Expect:
     try:
         got = p.call()
-    except (LeaseError, ValueError, TypeError, KeyError) as error:
+    except (LeaseError, ValueError, TypeError, KeyError, RuntimeError) as error:
         if not isinstance(p.expect, bool) and isinstance(error, p.expect):
             return p.expect
         raise ProbeFailure(f"probe {p.name}: raised {error!r}, expected {p.expect!r}") from error
@@ -226,6 +314,7 @@ def probe(m: SystemMachine) -> int:
     m.mapped = None
     if m.impl_state() != mapped:
         raise ProbeFailure("the refused probes changed the implementation's state")
+    n += scratch_probes(m)
     return n + hostile_reads(m.journal_path, m.snapshot_path, m.BOUNDS.task_of[0][0])
 
 
@@ -264,6 +353,24 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
             + good,
             JournalCorrupt,
         ),
+    ]
+    w = work
+    legacy_bad = {  # F314-format lines (no checksum), each wrong in one field
+        "a JSON list": "[]",
+        "an unknown event": f'{{"work_id":"{w}","event":"grab","worker":1,"updated":1}}',
+        "a short work ID": '{"work_id":"abc","event":"lease","worker":1,"updated":1}',
+        "a bool worker": f'{{"work_id":"{w}","event":"lease","worker":true,"updated":1}}',
+        "a string timestamp": f'{{"work_id":"{w}","event":"lease","worker":1,"updated":"1"}}',
+        "a numeric clock": f'{{"work_id":"{w}","event":"lease","worker":1,"updated":1,"clock":1}}',
+        "a lease without a timestamp": f'{{"work_id":"{w}","event":"lease","worker":1}}',
+    }
+    cases += [
+        (f"legacy line with {name}", data + line.encode() + b"\n" + good, JournalCorrupt)
+        for name, line in legacy_bad.items()
+    ]
+    cases += [
+        (f"checksummed line with {name}", data + line + good, JournalCorrupt)
+        for name, line in _bad_checksummed(work).items()
     ]
     if lines and lines[-1].endswith(b"\n"):  # the last line whole (no torn tail)
         last = lines[-1]
@@ -305,6 +412,55 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
     return n
 
 
+def journal_line(doc: dict[str, Any], crc: str | None = None) -> bytes:
+    """A journal line as docs/journal-format.md says it (written here from the document, not
+    with the implementation's encoder): the record, then ``crc``, the CRC32 of its canonical
+    JSON (keys sorted, no spaces, ASCII escapes); ``crc`` given: that one instead."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
+    crc = crc if crc is not None else f"{zlib.crc32(canonical):08x}"
+    return json.dumps({**doc, "crc": crc}, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _bad_checksummed(work: str) -> dict[str, bytes]:
+    """Checksummed journal lines and batches, each wrong in one way (refused as corrupt when a
+    good record follows)."""
+    lease = {
+        "event": "lease",
+        "work_id": work,
+        "worker": 1,
+        "updated": 1.0,
+        "clock": "unix",
+        "attempt": 1,
+    }
+    done = {**lease, "event": "done"}
+    inner = json.loads(journal_line(done))
+    legacy = {k: v for k, v in done.items() if k not in ("clock", "attempt")}
+    return {
+        "a negative attempt": journal_line({**lease, "attempt": -1}),
+        "a bad generation": journal_line({**lease, "generation": [1]}),
+        "a lease without a worker": journal_line({**lease, "worker": None}),
+        "a timestamp out of range": journal_line({**lease, "updated": 1e300}),
+        "a wrong checksum": journal_line(lease, crc="00000000"),
+        "a batch with a wrong checksum": journal_line(
+            {"event": "batch", "records": [inner, inner]}, crc="00000000"
+        ),
+        "an empty batch": journal_line({"event": "batch", "records": []}),
+        "a batch holding a legacy record": journal_line(
+            {"event": "batch", "records": [inner, legacy]}
+        ),
+        "a batch holding a bad record": journal_line(
+            {"event": "batch", "records": [inner, {**inner, "crc": "00000000"}]}
+        ),
+        "a batch of null-worker leases": journal_line(
+            {
+                "event": "batch",
+                "records": [inner, json.loads(journal_line({**lease, "worker": None}))],
+            }
+        ),
+        "a batch that is a list": json.dumps([inner]).encode("ascii") + b"\n",
+    }
+
+
 def checksummed(doc: dict[str, object]) -> bytes:
     """A coordinator log line as docs/coordinator-format.md says it (written here from the
     document, not with the implementation's encoder): the record with ``crc``, the CRC32 of
@@ -339,6 +495,43 @@ def _hostile_snapshots(snap: bytes) -> list[tuple[str, bytes, Expect]]:
     cases: list[tuple[str, bytes, Expect]] = [
         (f"{name} mid-log", snap + bad + good, SnapshotError) for name, bad in bad_records
     ]
+    lease2 = {**lease, "task": "t-two"}
+    epoch = re.search(rb'"epoch": (\d+)', snap)
+    held = checksummed({**lease, "task": "t-three", "epoch": int(epoch[1]) if epoch else 1})
+    cases.append(
+        (
+            "a batch that frees a held task, then is bad (the lease is put back)",
+            snap
+            + held
+            + checksummed(
+                {
+                    "op": "batch",
+                    "records": [
+                        json.loads(checksummed({"op": "free", "task": "t-three", "stats": {}})),
+                        json.loads(checksummed({"op": "void", "tasks": ["t-none"]})),
+                    ],
+                }
+            )
+            + good,
+            SnapshotError,
+        )
+    )
+    cases += [
+        (
+            "a batch whose second record is bad (none of it applies)",
+            snap
+            + checksummed({"op": "batch", "records": [json.loads(checksummed(lease2)), bad_free]})
+            + good,
+            SnapshotError,
+        )
+        for bad_free in (
+            json.loads(checksummed({"op": "free", "task": "t-none", "stats": {}})),
+            json.loads(checksummed({"op": "batch", "records": []})),
+        )
+    ]
+    cases += [
+        (f"checkpoint: {name}", checkpoint(doc), SnapshotError) for name, doc in _bad_checkpoints()
+    ]
     cases += [
         ("not UTF-8", b"\xff\xfe{}\n", SnapshotError),
         ("blank", b"  \n", SnapshotError),
@@ -349,6 +542,35 @@ def _hostile_snapshots(snap: bytes) -> list[tuple[str, bytes, Expect]]:
         ("negative epoch", snap.replace(b'"epoch": ', b'"epoch": -', 1), SnapshotError),
     ]
     return cases
+
+
+def checkpoint(doc: dict[str, Any]) -> bytes:
+    """A snapshot's checkpoint as docs/coordinator-format.md says it: the JSON object alone."""
+    return json.dumps(doc, indent=1).encode("ascii") + b"\n"
+
+
+def _bad_checkpoints() -> list[tuple[str, dict[str, Any]]]:
+    """Checkpoints that break one rule of the format each."""
+    lease = {"owner": 1, "updated": 1.0, "epoch": 1}
+    stats = {"completions": 1, "failures": 0, "reward": 1.0, "cost": 1.0}
+    base: dict[str, Any] = {
+        "schema": 1,
+        "clock": "unix",
+        "epoch": 2,
+        "leases": {"t": lease},
+        "stats": {"t": stats},
+    }
+    return [
+        ("no stats", {k: v for k, v in base.items() if k != "stats"}),
+        ("a bool epoch", {**base, "epoch": True}),
+        ("a string updated", {**base, "leases": {"t": {**lease, "updated": "1"}}}),
+        ("an infinite updated", {**base, "leases": {"t": {**lease, "updated": 10**400}}}),
+        ("a lease that is not an object", {**base, "leases": {"t": [1]}}),
+        ("an empty task ID", {**base, "leases": {"": lease}}),
+        ("a lease after the epoch", {**base, "leases": {"t": {**lease, "epoch": 3}}}),
+        ("a bad generation", {**base, "leases": {"t": {**lease, "generation": [1]}}}),
+        ("a lease without an owner", {**base, "leases": {"t": {"updated": 1.0, "epoch": 1}}}),
+    ]
 
 
 def torn_restart(m: SystemMachine) -> None:

@@ -36,6 +36,8 @@ from typing import Any, TypeVar, cast
 
 from leasefence.conformance.machines.system import MEMORY_DIR, SystemMachine, bounded
 from leasefence.conformance.scenarios import MODEL_NAMES, WORK_NAMES, bounds_doc
+from leasefence.conformance.transition_loop import PROFILES as LOOP_PROFILES
+from leasefence.conformance.transition_loop import run_loop
 from leasefence.conformance.transition_probes import kind, probe, torn_restart
 from leasefence.model.check import format_label, reachable
 from leasefence.model.state import State
@@ -43,11 +45,24 @@ from leasefence.model.system import Bounds, Label
 
 #: The bounds ``make test`` replays in full (the CI bounds with one lease in all: every action,
 #: two ranks, a fifth of the CI graph's replay time), the CI bounds (``tla/MCLeaseFence.cfg``: ``model
-#: check --max-wall 1 --dups 0``), and the deep ones (the model's defaults).
+#: check --max-wall 1 --dups 0``), the deep ones (the model's defaults), and pipelined ones.
 QUICK = Bounds(max_wall=1, max_dups=0, max_leases=1)
 CI = Bounds(max_wall=1, max_dups=0)
 DEEP = Bounds()
-PROFILES = {"quick": QUICK, "ci": CI, "deep": DEEP}
+#: Pipelined dispatch with generation fencing: one rank holding two dispatches (results that
+#: overtake, present an older generation or none), two leases in all, no clock faults (1,229
+#: states, 17,132 transitions; with reboots and rollbacks 110,322).
+PIPELINED = Bounds(
+    max_wall=1,
+    max_dups=0,
+    max_leases=2,
+    max_reboots=0,
+    max_rollbacks=0,
+    ranks=(1,),
+    pipeline=2,
+    fence="generation",
+)
+PROFILES = {"quick": QUICK, "ci": CI, "deep": DEEP, "pipelined": PIPELINED}
 
 
 def catalogue_bounds(b: Bounds) -> Bounds:
@@ -217,9 +232,12 @@ def run_path(
     were already checked on both sides (an invariant is a function of the state, and each step
     has compared the mapped implementation state equal to the model's, which is the graph's):
     each is checked once per replay, not at every arrival. ``probed``: with it, the refusal
-    probes (``conformance.transition_probes``) run at each state of a kind not in it, and the
-    first RestartMaster from each kind is driven as a crash in the middle of an append
-    (``TornTail``: the same model step, the journal left with a torn last line)."""
+    probes (``conformance.transition_probes``, the scratch probes of
+    ``conformance.transition_scratch`` among them) and the dispatch loop's profiles
+    (``conformance.transition_loop``: the files reopened from disk and run to the end by
+    ``master_dispatch``) run at Init and at each state of a kind not in it, and the first
+    RestartMaster from each kind is driven as a crash in the middle of an append (``TornTail``:
+    the same model step, the journal left with a torn last line)."""
     checked = set() if checked is None else checked
     m = machine(start=0)
     done = 0
@@ -228,6 +246,7 @@ def run_path(
         if 0 not in checked:
             m.check_invariants_now()
             checked.add(0)
+        _probe(m, g.bounds, probed)
         for e in path:
             _, label, t = g.edges[e]
             if probed is not None and label[0] == "RestartMaster":
@@ -244,13 +263,21 @@ def run_path(
             if t not in checked:
                 m.check_invariants_now()
                 checked.add(t)
-            if probed is not None and (k := kind(m)) not in probed:
-                probe(m)
-                probed.add(k)
+            _probe(m, g.bounds, probed)
             done += 1
     finally:
         m.teardown()  # validates the run's trace
     return done
+
+
+def _probe(m: SystemMachine, bounds: Bounds, probed: set[object] | None) -> None:
+    """The refusal probes and the dispatch loop's profiles at the machine's state, once per
+    kind of state (``probed``: the kinds done; None: none run)."""
+    if probed is not None and (k := kind(m)) not in probed:
+        probe(m)
+        for profile in LOOP_PROFILES:
+            run_loop(m.journal_path, m.snapshot_path, m.clock.now, bounds, profile)
+        probed.add(k)
 
 
 def scenario(g: Graph, path: list[int], origin: str) -> dict[str, Any]:

@@ -223,8 +223,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_bounds_arguments(t)
     t.add_argument(
         "--profile",
-        choices=("quick", "ci", "deep"),
-        help="named bounds instead of the flags: quick (make test), ci (MCLeaseFence.cfg), deep",
+        choices=("quick", "ci", "deep", "pipelined"),
+        help="named bounds instead of the flags: quick (make test), ci (MCLeaseFence.cfg), deep, "
+        "pipelined (depth 2, generation fence, one rank)",
     )
     t.add_argument(
         "--save", type=Path, metavar="DIR", help="where a failing path is saved as a scenario"

@@ -1,7 +1,9 @@
 """Every transition of the model's state graph is driven through the implementation in lockstep
 with the model (``conformance.transitions``): the whole graph at the CI bounds here (on every
-CPU), the quick bounds with the refusal probes, the deep bounds in the slow tier; a planted bug
-fails the replay and leaves a scenario that replays; a planted accepted refusal fails a probe."""
+CPU), the quick bounds with the refusal probes, the scratch probes and the dispatch loop at
+each kind of state, the deep and pipelined bounds in the slow tier; a planted bug fails the
+replay and leaves a scenario that replays; a planted accepted refusal fails a probe; bugs only
+the dispatch loop or a scratch probe reaches fail them; every untaken branch has a reason."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from leasefence.conformance.scenarios import bounds_doc, bounds_of, load
 from leasefence.conformance.scenarios import replay as replay_scenario
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import WorkLeaseJournal
+from leasefence.impl.master import Master
+from leasefence.impl.wire import WorkId
 from leasefence.model.check import explore
 from leasefence.model.system import Bounds
 
@@ -138,8 +142,9 @@ def test_branch_coverage_of_the_journal_coordinator_and_master_is_measured() -> 
         "impl/master.py",
     ]
     for b in found:
-        assert 0 < b.covered < b.total
+        assert 0 < b.covered <= b.total
         assert len(b.missing) == b.total - b.covered
+        assert all(b.why[x] for x in b.missing)
 
 
 def _abandon_by_anyone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,3 +197,89 @@ def test_a_hostile_file_read_as_good_fails_a_probe(monkeypatch: pytest.MonkeyPat
     result = tr.replay(TINY, probes=True)
     (failure,) = result.failures
     assert "hostile journal" in failure.error
+
+
+def _commit_never_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted group-commit bug: ``Master.commit`` writes nothing, so a WORK leaves before its
+    lease is durable and the restart inside the job reads less than was acknowledged."""
+    monkeypatch.setattr(Master, "commit", lambda self: None)
+
+
+def _queue_loses_an_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted scheduling bug: the lazy queue drops the catalogue's last item as if done."""
+    original = Master._finished_here
+
+    def finished_here(self: Master, work_id: WorkId) -> bool:
+        return original(self, work_id) or work_id == list(self.catalogue)[-1]
+
+    monkeypatch.setattr(Master, "_finished_here", finished_here)
+
+
+@pytest.mark.parametrize(
+    ("plant", "says"),
+    [
+        (_commit_never_writes, "does not validate"),
+        (_queue_loses_an_item, "neither done nor given up"),
+    ],
+)
+def test_a_bug_only_the_dispatch_loop_reaches_fails_the_loop_at_a_replayed_state(
+    plant: Any, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant(monkeypatch)
+    assert tr.replay(TINY).ok  # no model step runs the loop
+    result = tr.replay(TINY, probes=True)
+    (failure,) = result.failures
+    assert "loop " in failure.error
+    assert says in failure.error
+
+
+def _legacy_copy_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted legacy bug: the coordinator drops F314's snapshot without keeping a copy."""
+    from leasefence.impl import coordinator
+
+    monkeypatch.setattr(coordinator, "keep_legacy_copy", lambda path, original: None)
+
+
+def _failed_write_kept_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted persistence bug: a coordinator change whose write failed stays in memory."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def change(self: StateShardCoordinator, tasks: Any) -> Iterator[None]:
+        yield
+        self._persist()
+
+    monkeypatch.setattr(StateShardCoordinator, "_change", change)
+
+
+@pytest.mark.parametrize(
+    ("plant", "says"),
+    [
+        (_legacy_copy_not_kept, "its bytes are kept beside it"),
+        (_failed_write_kept_in_memory, "a failed write put the change back"),
+    ],
+)
+def test_a_bug_only_a_scratch_probe_reaches_fails_it(
+    plant: Any, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant(monkeypatch)
+    assert tr.replay(TINY).ok  # no model step reaches it
+    result = tr.replay(TINY, probes=True)
+    (failure,) = result.failures
+    assert says in failure.error
+
+
+def test_every_untaken_branch_listed_with_a_reason_is_a_line_of_its_module() -> None:
+    from leasefence.conformance.transition_layer import UNTAKEN
+
+    root = Path(__file__).resolve().parents[2]
+    for module, source in UNTAKEN:
+        lines = [line.strip() for line in (root / module).read_text().splitlines()]
+        assert lines.count(source) == 1, (module, source)
+
+
+@pytest.mark.slow
+def test_every_transition_at_pipeline_depth_2_is_driven_and_every_probe_refused() -> None:
+    result = tr.replay(tr.PIPELINED, probes=True)
+    assert not result.failures, result.failures[0].error
+    assert result.covered == result.total == 17132

@@ -25,8 +25,7 @@ in flight), and the definitions in ``model.invariants`` read every entry at ever
 - The other invariants read the leases only: at most a few per rank in a real run. They are the
   functions of ``model.invariants`` themselves.
 
-What a step changed is found once per step and shared (``delta``, ``_moves``: the checks of one
-step ask the same pairs of values).
+What a step changed is found once (``Diff``) and read by every check of the step.
 
 ``tests/unit/test_incremental.py`` compares both forms on every transition of the CI graph and
 on random states, and plants a violation of each invariant that both must report.
@@ -48,29 +47,6 @@ from leasefence.model.rules import CLOCKS
 from leasefence.model.state import Dispatch, State, changed, get, unshared
 from leasefence.model.system import Bounds
 
-#: ``changed`` results of the last few pairs of values asked (a step's checks ask the same pairs:
-#: the journal's leases, the coordinator's, the active dispatches), each kept with its two
-#: values so that their ids cannot be reused while the entry lives.
-_MEMO: dict[tuple[int, int], tuple[Any, Any, Sequence[Any]]] = {}
-_MEMO_SIZE = 16
-
-
-def delta(a: Any, b: Any) -> Sequence[Any]:
-    """``changed(a, b)`` (keys of maps, members of sets), remembered for the last few pairs:
-    treat the result as read-only."""
-    if a is b:
-        return ()
-    key = (id(a), id(b))
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0] is a and hit[1] is b:
-        return hit[2]
-    if len(_MEMO) >= _MEMO_SIZE:
-        _MEMO.clear()
-    out = changed(a, b)
-    _MEMO[key] = (a, b, out)
-    return out
-
-
 Pair = tuple[int, Dispatch]
 
 
@@ -80,23 +56,13 @@ def _moves(a: tuple[Pair, ...], b: tuple[Pair, ...]) -> tuple[list[Pair], list[P
     definitions are read instead)."""
     if a is b:
         return [], []
-    key = (id(a), id(b))
-    hit = _MOVES.get(key)
-    if hit is not None and hit[0] is a and hit[1] is b:
-        return hit[2]
     # What both share at the same place cancels out, a dispatch held twice included: the
     # difference is that of the rest, a set difference when neither rest repeats an item.
     ua, ub = unshared(a, b)
     sa, sb = set(ua), set(ub)
-    twice = len(sa) != len(ua) or len(sb) != len(ub)
-    out = None if twice else (list(sb - sa), list(sa - sb))
-    if len(_MOVES) >= _MEMO_SIZE:
-        _MOVES.clear()
-    _MOVES[key] = (a, b, out)
-    return out
-
-
-_MOVES: dict[tuple[int, int], tuple[Any, Any, tuple[list[Pair], list[Pair]] | None]] = {}
+    if len(sa) != len(ua) or len(sb) != len(ub):
+        return None
+    return list(sb - sa), list(sa - sb)
 
 
 class ActiveIndex(NamedTuple):
@@ -107,19 +73,26 @@ class ActiveIndex(NamedTuple):
     per_rank: dict[int, int]
 
 
-#: The index of the last few ``State.active`` values, each kept with its value (see ``_MEMO``).
+#: The index of the last few ``State.active`` values, each kept with its value so that its id
+#: cannot be reused while the entry lives: the index of a step's state is made from the last
+#: one's.
 _INDEX: dict[int, tuple[tuple[Pair, ...], ActiveIndex]] = {}
+_INDEX_SIZE = 16
 
 
-def _indexed(active: tuple[Pair, ...], since: tuple[Pair, ...]) -> ActiveIndex:
-    """The index of ``active``: made from ``since``'s if that is at hand (a step moves few
-    dispatches), else read in full."""
+def _indexed(
+    active: tuple[Pair, ...],
+    since: tuple[Pair, ...],
+    mv: tuple[list[Pair], list[Pair]] | None,
+) -> ActiveIndex:
+    """The index of ``active``: made from ``since``'s if that is at hand (``mv``, the moves from
+    ``since`` to ``active``: a step moves few dispatches), else read in full."""
     hit = _INDEX.get(id(active))
     if hit is not None and hit[0] is active:
         return hit[1]
     base = _INDEX.get(id(since))
-    mv = _moves(since, active) if base is not None and base[0] is since else None
-    if base is None or mv is None:
+    if base is None or base[0] is not since or mv is None:
+        base = None
         by_work: dict[str, tuple[Pair, ...]] = {}
         by_task: dict[str, tuple[Pair, ...]] = {}
         per_rank: dict[int, int] = {}
@@ -144,7 +117,7 @@ def _indexed(active: tuple[Pair, ...], since: tuple[Pair, ...]) -> ActiveIndex:
         by_task[d.task] = (*by_task.get(d.task, ()), p)
         per_rank[r] = per_rank.get(r, 0) + 1
     index = ActiveIndex(by_work, by_task, per_rank)
-    if len(_INDEX) >= _MEMO_SIZE:
+    if len(_INDEX) >= _INDEX_SIZE:
         _INDEX.clear()
         if base is not None:
             _INDEX[id(since)] = base
@@ -152,12 +125,87 @@ def _indexed(active: tuple[Pair, ...], since: tuple[Pair, ...]) -> ActiveIndex:
     return index
 
 
-def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
-    """``invariants.type_ok(s, b)``, given that ``since`` (if any) satisfies it under ``b``."""
-    if since is None:
-        return full.type_ok(s, b)
+def _keys(a: Any, b: Any) -> Sequence[Any]:
+    """``changed(a, b)``, at once for the same object (most steps leave most parts as they were)."""
+    return () if a is b else changed(a, b)
+
+
+class Diff:
+    """What differs from state ``a`` to state ``b``: the keys of each map and the members of each
+    set (``state.changed``), and the dispatches started and ended (``moves``: None when the part
+    of ``active`` either does not share with the other holds a dispatch twice). Found once per
+    step and read by every check of the step."""
+
+    __slots__ = (
+        "a",
+        "attempts",
+        "b",
+        "completed",
+        "epoch_same",
+        "gens",
+        "gnet",
+        "leases",
+        "moves",
+        "net",
+        "state_leases",
+        "stats",
+    )
+
+    a: State
+    b: State
+    leases: Sequence[str]
+    completed: Sequence[str]
+    attempts: Sequence[str]
+    state_leases: Sequence[str]
+    stats: Sequence[str]
+    net: Sequence[tuple[int, str]]
+    gnet: Sequence[tuple[int, str, int]]
+    gens: Sequence[int]
+    moves: tuple[list[Pair], list[Pair]] | None
+    epoch_same: bool
+
+    def __init__(self, a: State, b: State) -> None:
+        self.a, self.b = a, b
+        ja, jb, ca, cb = a.journal, b.journal, a.coordinator, b.coordinator
+        if ja is jb:
+            self.leases = self.completed = self.attempts = ()
+        else:
+            self.leases = _keys(ja.leases, jb.leases)
+            self.completed = _keys(ja.completed, jb.completed)
+            self.attempts = _keys(ja.attempts, jb.attempts)
+        if ca is cb:
+            self.state_leases = self.stats = ()
+        else:
+            self.state_leases = _keys(ca.leases, cb.leases)
+            self.stats = _keys(ca.stats, cb.stats)
+        self.epoch_same = ca.epoch == cb.epoch
+        self.net = _keys(a.net, b.net)
+        self.gnet = _keys(a.gnet, b.gnet)
+        self.gens = _keys(a.gens, b.gens)
+        self.moves = _moves(a.active, b.active)
+
+    def shared_with(self, a: State) -> bool:
+        """Whether ``a`` holds the same parts as this diff's ``a`` but perhaps its clocks (so the
+        diff from ``a`` to ``b`` is this one: a trace step's ``before`` is the last state checked
+        moved to the step's time)."""
+        x = self.a
+        return (
+            a.journal is x.journal
+            and a.coordinator is x.coordinator
+            and a.active is x.active
+            and a.net is x.net
+            and a.gnet is x.gnet
+            and a.gens is x.gens
+        )
+
+    def index(self) -> ActiveIndex:
+        """The index of ``b``'s active dispatches."""
+        return _indexed(self.b.active, self.a.active, self.moves)
+
+
+def _type_ok(s: State, b: Bounds, since: State, d: Diff) -> bool:
     works, tasks, ranks = b.work_set, b.task_set, b.rank_set
-    j, c, j0, c0 = s.journal, s.coordinator, since.journal, since.coordinator
+    j, c = s.journal, s.coordinator
     if not (
         0 <= s.wall <= b.max_wall
         and 0 <= s.mono <= b.max_wall
@@ -167,57 +215,52 @@ def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
         and 0 <= s.dups <= b.max_dups
     ):
         return False
-    # Plain loops, not all(...): this runs at every step of a trace. Each map is read only where
-    # it differs from ``since`` (``delta`` is empty for the same object: most steps leave most
-    # maps as they were).
-    for w in delta(j0.leases, j.leases):
+    mv = d.moves
+    if mv is None:
+        return full.type_ok(s, b)
+    # Plain loops, not all(...): this runs at every step of a trace. Each part is read only
+    # where it differs from ``since``.
+    for w in d.leases:
         x = get(j.leases, w)
         if x is not None and not (
             w in works and x.owner in ranks and x.clock in CLOCKS and x.gen >= 0
         ):
             return False
-    for w in delta(j0.completed, j.completed):
+    for w in d.completed:
         if w not in works and w in j.completed:
             return False
-    for w in delta(j0.attempts, j.attempts):
+    for w in d.attempts:
         n = get(j.attempts, w)
         if n is not None and not (w in works and n >= 1):
             return False
     # A lease's epoch is bounded by the coordinator's: all are read again when that changes.
-    reread = (
-        c.leases
-        if c.epoch != c0.epoch
-        else ((t, get(c.leases, t)) for t in delta(c0.leases, c.leases))
-    )
+    reread = c.leases if not d.epoch_same else ((t, get(c.leases, t)) for t in d.state_leases)
     for t, y in reread:
         if y is not None and not (
             t in tasks and y.owner in ranks and 1 <= y.epoch <= c.epoch and y.gen >= 0
         ):
             return False
-    for t in delta(c0.stats, c.stats):
+    for t in d.stats:
         z = get(c.stats, t)
         if z is not None and not (
             t in tasks and min(z.completions, z.failures, z.reward, z.cost) >= 0
         ):
             return False
-    mv = _moves(since.active, s.active)
-    if mv is None:
-        return full.type_ok(s, b)
-    for r, d in mv[0]:
-        if not (r in ranks and d.work in works and d.task == b.task(d.work) and d.gen >= 0):
+    for r, p in mv[0]:
+        if not (r in ranks and p.work in works and p.task == b.task(p.work) and p.gen >= 0):
             return False
     # Only a rank given a new dispatch can go beyond the pipeline.
     if mv[0] and len(s.active) > b.pipeline:
-        per_rank = _indexed(s.active, since.active).per_rank
+        per_rank = d.index().per_rank
         if any(per_rank[r] > b.pipeline for r, _ in mv[0]):
             return False
-    for r, w in delta(since.net, s.net):
+    for r, w in d.net:
         if not (r in ranks and w in works) and (r, w) in s.net:
             return False
-    for r, w, g in delta(since.gnet, s.gnet):
+    for r, w, g in d.gnet:
         if not (r in ranks and w in works and g >= 1) and (r, w, g) in s.gnet:
             return False
-    for r in delta(since.gens, s.gens):
+    for r in d.gens:
         n = get(s.gens, r)
         if n is not None and not (r in ranks and 1 <= n < b.gen_base):
             return False
@@ -225,113 +268,109 @@ def type_ok(s: State, b: Bounds, since: State | None = None) -> bool:
 
 
 # L1: A local work/state ID has at most one active worker at any moment.
-def l1_single_owner(s: State, b: Bounds, since: State | None = None) -> bool:
-    """``invariants.l1_single_owner(s, b)``, given that ``since`` (if any) satisfies it: only a
-    dispatch the step started can share its work or task with another."""
-    mv = None if since is None else _moves(since.active, s.active)
+def _l1_single_owner(s: State, b: Bounds, since: State, d: Diff) -> bool:
+    # Only a dispatch the step started can share its work or task with another.
+    mv = d.moves
     if mv is None:
         return full.l1_single_owner(s, b)
     if not mv[0]:
         return True
-    idx = _indexed(s.active, since.active)  # type: ignore[union-attr]
-    return all(len(idx.by_work[d.work]) == 1 == len(idx.by_task[d.task]) for _, d in mv[0])
+    idx = d.index()
+    return all(len(idx.by_work[x.work]) == 1 == len(idx.by_task[x.task]) for _, x in mv[0])
 
 
 # L2: complete, abandon and discard change state only when the worker is the current owner.
-def l2_owner_fenced(s: State, b: Bounds, since: State | None = None) -> bool:
-    """``invariants.l2_owner_fenced(s, b)``, given that ``since`` (if any) satisfies it: only
-    the dispatches that are new, or whose work or task lease changed, are read (all of them when
-    the epoch changed: it decides which state leases are active)."""
-    if since is None or since.coordinator.epoch != s.coordinator.epoch:
+def _l2_owner_fenced(s: State, b: Bounds, since: State, d: Diff) -> bool:
+    # Only the dispatches that are new, or whose work or task lease changed, are read (all of
+    # them when the epoch changed: it decides which state leases are active).
+    mv = d.moves
+    if not d.epoch_same or mv is None:
         return full.l2_owner_fenced(s, b)
-    mv = _moves(since.active, s.active)
-    if mv is None:
-        return full.l2_owner_fenced(s, b)
-    jl, c = s.journal.leases, s.coordinator
-    works = delta(since.journal.leases, jl)
-    tasks = delta(since.coordinator.leases, c.leases)
-    if not (works or tasks or mv[0]):
+    if not (d.leases or d.state_leases or mv[0]):
         return True
-    idx = _indexed(s.active, since.active)
+    jl, c = s.journal.leases, s.coordinator
+    idx = d.index()
     read = set(mv[0])
-    for w in works:
+    for w in d.leases:
         read.update(idx.by_work.get(w, ()))
-    for t in tasks:
+    for t in d.state_leases:
         read.update(idx.by_task.get(t, ()))
-    for r, d in read:
-        lease = get(jl, d.work)
-        state = active_lease(c, d.task)
-        if lease is None or (lease.owner, lease.gen) != (r, d.gen):
+    for r, x in read:
+        lease = get(jl, x.work)
+        state = active_lease(c, x.task)
+        if lease is None or (lease.owner, lease.gen) != (r, x.gen):
             return False
-        if state is None or (state.owner, state.gen) != (r, d.gen):
+        if state is None or (state.owner, state.gen) != (r, x.gen):
             return False
     return True
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
-def l6_no_inherited_ownership(s: State, b: Bounds, since: State | None = None) -> bool:
-    """``invariants.l6_no_inherited_ownership(s, b)``, given that ``since`` (if any) satisfies
-    it: only the state leases that changed, or whose dispatch ended, are read (all when the
-    epoch changed)."""
-    if since is None or since.coordinator.epoch != s.coordinator.epoch:
+def _l6_no_inherited_ownership(s: State, b: Bounds, since: State, d: Diff) -> bool:
+    # Only the state leases that changed, or whose dispatch ended, are read (all when the
+    # epoch changed).
+    mv = d.moves
+    if not d.epoch_same or mv is None:
         return full.l6_no_inherited_ownership(s, b)
-    mv = _moves(since.active, s.active)
-    if mv is None:
-        return full.l6_no_inherited_ownership(s, b)
-    c = s.coordinator
-    tasks: Collection[str] = delta(since.coordinator.leases, c.leases)
+    tasks: Collection[str] = d.state_leases
     if mv[1]:
-        tasks = {*tasks, *(d.task for _, d in mv[1])}
+        tasks = {*tasks, *(x.task for _, x in mv[1])}
     if not tasks:
         return True
-    by_task = _indexed(s.active, since.active).by_task
+    c = s.coordinator
+    by_task = d.index().by_task
     for t in tasks:
-        x = get(c.leases, t)
-        if x is None or x.epoch != c.epoch:
+        y = get(c.leases, t)
+        if y is None or y.epoch != c.epoch:
             continue  # no active lease: nothing to own
-        if not any(r == x.owner and d.gen == x.gen for r, d in by_task.get(t, ())):
+        if not any(r == y.owner and x.gen == y.gen for r, x in by_task.get(t, ())):
             return False
     return True
 
 
-# L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
-def l7_authoritative_state_id(before: State, after: State, b: Bounds) -> bool:
-    """``invariants.l7_authoritative_state_id``: the dispatches that ended, found once."""
-    if after.coordinator.epoch != before.coordinator.epoch:
+# Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
+def _completions_accounted(s: State, b: Bounds, since: State, d: Diff) -> bool:
+    # Only the tasks whose statistics or completed work IDs changed are read.
+    if not (d.completed or d.stats):
         return True
-    mv = _moves(before.active, after.active)
-    if mv is None:
+    task, works = b.task, b.work_set
+    tasks = {task(w) for w in d.completed if w in works}
+    tasks.update(d.stats)
+    return all(full.completions_kept(s, b, t) for t in tasks)
+
+
+# L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
+def _l7_authoritative_state_id(before: State, after: State, b: Bounds, d: Diff) -> bool:
+    # The dispatches that ended, found once.
+    if not d.epoch_same:
+        return True
+    if d.moves is None:
         return full.l7_authoritative_state_id(before, after, b)
-    for r, d in mv[1]:
-        lease = active_lease(after.coordinator, d.task)
-        if lease is not None and (lease.owner, lease.gen) == (r, d.gen):
+    for r, x in d.moves[1]:
+        lease = active_lease(after.coordinator, x.task)
+        if lease is not None and (lease.owner, lease.gen) == (r, x.gen):
             return False
     return True
 
 
 # L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
-def l3_refusal_changes_nothing(before: State, after: State, b: Bounds) -> bool:
+def _l3_refusal_changes_nothing(before: State, after: State, b: Bounds, d: Diff) -> bool:
     j0, j1 = before.journal, after.journal
     c0, c1 = before.coordinator, after.coordinator
     works, tasks = b.work_set, b.task_set
-    if j0.attempts is not j1.attempts or j0.leases is not j1.leases:
-        touched = [*delta(j0.attempts, j1.attempts), *delta(j0.leases, j1.leases)]
+    if d.attempts or d.leases:
+        touched = [*d.attempts, *d.leases]
         for w in set(touched) if len(touched) > 1 else touched:
             if w in works and not full.l3_work_kept(j0, j1, w):
                 return False
-    for t in delta(c0.leases, c1.leases):
-        if t in tasks and not full.l3_task_kept(c0, c1, t):
-            return False
-    return True
+    return all(t not in tasks or full.l3_task_kept(c0, c1, t) for t in d.state_leases)
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.
-def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
+def _l6_statistics_survive(before: State, after: State, b: Bounds, d: Diff) -> bool:
     # No step, a restart included, ever loses a statistic.
     s0, s1 = before.coordinator.stats, after.coordinator.stats
-    if s0 is s1:
-        return True
-    for t in delta(s0, s1):
+    for t in d.stats:
         x, y = get(s0, t), get(s1, t)
         if x is None:
             continue  # a new entry: nothing to lose
@@ -342,17 +381,56 @@ def l6_statistics_survive(before: State, after: State, b: Bounds) -> bool:
     return True
 
 
-# Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
-def completions_accounted(s: State, b: Bounds, since: State | None = None) -> bool:
-    """``invariants.completions_accounted(s, b)``, given that ``since`` (if any) satisfies it
-    under ``b``: only the tasks whose statistics or completed work IDs changed are read."""
-    if since is None:
-        return full.completions_accounted(s, b)
-    task = b.task
-    done = delta(since.journal.completed, s.journal.completed)
-    tasks = {task(w) for w in done if w in b.work_set}
-    tasks.update(delta(since.coordinator.stats, s.coordinator.stats))
-    return all(full.completions_kept(s, b, t) for t in tasks)
+DiffCheck = Callable[[State, Bounds, State, Diff], bool]
+DiffStep = Callable[[State, State, Bounds, Diff], bool]
+
+
+def _state_form(name: str, check: DiffCheck) -> Callable[..., bool]:
+    plain = full.STATE_INVARIANTS[name]
+
+    def form(s: State, b: Bounds, since: State | None = None) -> bool:
+        return plain(s, b) if since is None else check(s, b, since, Diff(since, s))
+
+    form.__name__ = form.__qualname__ = check.__name__.lstrip("_")
+    form.__doc__ = (
+        f"``invariants.{form.__name__}(s, b)``, given that ``since`` (if any) satisfies it "
+        "under ``b``: reads only what differs from ``since``."
+    )
+    return form
+
+
+def _step_form(check: DiffStep) -> Callable[..., bool]:
+    def form(before: State, after: State, b: Bounds) -> bool:
+        return check(before, after, b, Diff(before, after))
+
+    form.__name__ = form.__qualname__ = check.__name__.lstrip("_")
+    form.__doc__ = f"``invariants.{form.__name__}``, reading only what the step changed."
+    return form
+
+
+#: The state invariants read through a ``Diff`` from the last state checked, by TLA+ name.
+DIFF_STATE: dict[str, DiffCheck] = {
+    "TypeOK": _type_ok,
+    "L1_SingleOwner": _l1_single_owner,
+    "L2_OwnerFenced": _l2_owner_fenced,
+    "L6_NoInheritedOwnership": _l6_no_inherited_ownership,
+    "CompletionsAccounted": _completions_accounted,
+}
+#: The step properties read through the step's ``Diff``.
+DIFF_STEP: dict[str, DiffStep] = {
+    "L3_RefusalChangesNothing": _l3_refusal_changes_nothing,
+    "L7_AuthoritativeStateId": _l7_authoritative_state_id,
+    "L6_StatisticsSurvive": _l6_statistics_survive,
+}
+
+type_ok = _state_form("TypeOK", _type_ok)
+l1_single_owner = _state_form("L1_SingleOwner", _l1_single_owner)
+l2_owner_fenced = _state_form("L2_OwnerFenced", _l2_owner_fenced)
+l6_no_inherited_ownership = _state_form("L6_NoInheritedOwnership", _l6_no_inherited_ownership)
+completions_accounted = _state_form("CompletionsAccounted", _completions_accounted)
+l3_refusal_changes_nothing = _step_form(_l3_refusal_changes_nothing)
+l7_authoritative_state_id = _step_form(_l7_authoritative_state_id)
+l6_statistics_survive = _step_form(_l6_statistics_survive)
 
 
 # Beyond F314: no lease stays stuck after a wall-clock rollback; each is reclaimable within 2*TTL.
@@ -409,32 +487,51 @@ STEP_PROPERTIES: dict[str, StepCheck] = {
 
 class Checker:
     """``violated`` without the names in ``skip``, its list of checks made once: the form a
-    trace replay calls at every step (``Checker(skip)(before, after, b, since)``)."""
+    trace replay calls at every step (``Checker(skip)(before, after, b, since)``). What differs
+    from ``since`` to ``after`` is found once (a ``Diff``) and read by every check; the step's
+    diff is the same one when ``before`` is ``since`` moved in time, as in a replay."""
 
-    __slots__ = ("_plain", "_since", "_steps")
+    __slots__ = ("_diff", "_plain", "_since", "_steps", "_steps_diff")
 
     def __init__(self, skip: Collection[str] = ()) -> None:
         # (position, name, check) of each kind, so verdicts come in the order of ``violated``.
         order = {name: n for n, name in enumerate(STATE_INVARIANTS)}
+        self._diff = [
+            (order[name], name, check) for name, check in DIFF_STATE.items() if name not in skip
+        ]
         self._since = [
             (order[name], name, check)
             for name, check in INCREMENTAL_STATE.items()
-            if name in order and name not in skip
+            if name not in DIFF_STATE and name not in skip
         ]
         self._plain = [
             (order[name], name, check)
             for name, check in full.STATE_INVARIANTS.items()
             if name not in INCREMENTAL_STATE and name not in skip
         ]
-        self._steps = [(name, step) for name, step in STEP_PROPERTIES.items() if name not in skip]
+        steps = [name for name in STEP_PROPERTIES if name not in skip]
+        self._steps_diff = [(name, DIFF_STEP[name]) for name in steps if name in DIFF_STEP]
+        self._steps = [(name, STEP_PROPERTIES[name]) for name in steps if name not in DIFF_STEP]
 
     def __call__(
         self, before: State, after: State, b: Bounds, since: State | None = None
     ) -> list[str]:
-        bad = [(n, name) for n, name, check in self._since if not check(after, b, since)]
+        d = None if since is None else Diff(since, after)
+        if d is None:
+            bad = [
+                (n, name) for n, name, _ in self._diff if not STATE_INVARIANTS[name](after, b, None)
+            ]
+        else:
+            bad = [(n, name) for n, name, check in self._diff if not check(after, b, d.a, d)]
+        bad += [(n, name) for n, name, check in self._since if not check(after, b, since)]
         bad += [(n, name) for n, name, plain in self._plain if not plain(after, b)]
         names = [name for _, name in sorted(bad)] if len(bad) > 1 else [name for _, name in bad]
-        return names + [name for name, step in self._steps if not step(before, after, b)]
+        db = d if d is not None and d.b is after and d.shared_with(before) else Diff(before, after)
+        failed = {name for name, step in self._steps_diff if not step(before, after, b, db)}
+        failed.update(name for name, step in self._steps if not step(before, after, b))
+        if failed:
+            names += [name for name in STEP_PROPERTIES if name in failed]
+        return names
 
 
 def violated(

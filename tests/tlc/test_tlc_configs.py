@@ -83,6 +83,21 @@ def test_pipelined_generation_fencing_passes_with_the_models_state_count(tools: 
     assert v.result.distinct_states == 26598  # leasefence model check --pipeline 2 ...
 
 
+#: Issue 21 point 4, the bigger bounds (slow tier): each config's state count in the Python
+#: checker for the same constants (tests/unit/test_model_check.py checks the model's side).
+BIG = {"MCLeaseFenceDeepBig": 248520, "MCPipelineGenerationDeepBig": 75146}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(BIG))
+def test_bigger_bounds_pass_in_tlc_with_the_models_state_count(name: str, tools: Tools) -> None:
+    v = check_config(TLA_DIR / f"{name}.cfg", tools)
+    assert v.result.errors == []
+    assert v.result.violated is None
+    assert v.ok, v.summary()
+    assert v.result.distinct_states == BIG[name]
+
+
 @pytest.mark.parametrize("name", ["MCPipelineGeneration", "BuggyPipelineRank"])
 def test_tlc_and_the_model_explore_the_same_graph_for_the_pipeline_constants(
     name: str, tools: Tools

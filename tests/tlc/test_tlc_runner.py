@@ -119,6 +119,8 @@ def test_every_config_expects_what_f314s_table_says_of_its_flavour() -> None:
     cfgs = {c.name: expectation(c) for c in all_configs(deep=True)}
     assert not cfgs["MCLeaseFence.cfg"].must_fail
     assert not cfgs["MCLeaseFenceDeep.cfg"].must_fail
+    assert not cfgs["MCLeaseFenceDeepBig.cfg"].must_fail
+    assert not cfgs["MCPipelineGenerationDeepBig.cfg"].must_fail
     for n in range(1, 5):
         e = cfgs[f"BuggyDefect{n}.cfg"]
         assert e.flavour is Flavour(f"defect{n}")
@@ -131,12 +133,19 @@ def test_deep_configs_run_only_when_asked_for() -> None:
     names = [c.name for c in all_configs()]
     assert names[0] == "MCLeaseFence.cfg"
     assert "MCLeaseFenceDeep.cfg" not in names
+    assert not any("DeepBig" in n for n in names)  # issue 21's bigger bounds: slow tier only
     assert "MCLeaseFenceDeep.cfg" in [c.name for c in all_configs(deep=True)]
 
 
 def test_config_constants_read_back_as_the_models_bounds() -> None:
     assert bounds_of_config(TLA_DIR / "MCLeaseFence.cfg") == Bounds(max_wall=1, max_dups=0)
     assert bounds_of_config(TLA_DIR / "MCLeaseFenceDeep.cfg") == Bounds()
+    assert bounds_of_config(TLA_DIR / "MCLeaseFenceDeepBig.cfg") == Bounds(
+        ttl=2, max_wall=2, max_leases=3, max_dups=0
+    )
+    assert bounds_of_config(TLA_DIR / "MCPipelineGenerationDeepBig.cfg") == Bounds(
+        max_wall=1, max_dups=1, pipeline=2, fence="generation"
+    )
     assert bounds_of_config(TLA_DIR / "BuggyDefect2.cfg").flavour is Flavour.UNFENCED_STATE
 
 

@@ -43,6 +43,19 @@ def test_fixed_protocol_holds_under_clock_faults() -> None:
     assert result.action_counts["LegacyRecord"] > 0
 
 
+#: Issue 21 point 4, the bigger bounds (slow tier): the state count TLC finds for the same
+#: config (tests/tlc/test_tlc_configs.py checks TLC's side). Minutes each.
+BIG = {"MCLeaseFenceDeepBig": 248520, "MCPipelineGenerationDeepBig": 75146}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(BIG))
+def test_bigger_bounds_pass_with_tlcs_state_count(name: str) -> None:
+    result = explore(bounds_of_config(TLA_DIR / f"{name}.cfg"))
+    assert result.ok, result.violated
+    assert result.states == BIG[name]
+
+
 DEFECTS = [f for f in Flavour if f.value.startswith("defect")]
 
 

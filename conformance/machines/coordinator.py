@@ -196,6 +196,15 @@ class CoordinatorMachine(ConformanceMachine):
     def recover_states(self, ttl: int) -> None:
         self.do_recover_states(ttl)
 
+    @precondition(
+        lambda self: any(x.epoch != self.m.coordinator.epoch for _, x in self.m.coordinator.leases)
+    )
+    @rule(ttl=gen.ttls)
+    def stale_recover_states(self, ttl: int) -> None:
+        """RecoverStates while a lease of an older epoch is on record: it is voided whatever the
+        TTL (steered to, not left to the seed: seed 6 never recovered then)."""
+        self.do_recover_states(ttl)
+
     @rule()
     def restart_coordinator(self) -> None:
         self.do_restart_coordinator()

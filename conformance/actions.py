@@ -69,7 +69,14 @@ ACTIONS: tuple[Action, ...] = (
         "DispatchWork", "(w, r)", "system",
         "system.dispatch_work", "(s, work, rank, b, refuse)",
         "master.Master.dispatch", "(work_id, rank)",
-        "DispatchWork", ("dispatch_work", "same_rank_dispatch_work", "second_slot_dispatch_work"),
+        "DispatchWork",
+        (
+            "dispatch_work",
+            "same_rank_dispatch_work",
+            "second_slot_dispatch_work",
+            "full_target_dispatch_work",
+            "moved_on_dispatch_work",
+        ),
         note="includes `RejectDispatch`: when `LeaseState` refuses, `AbandonWork` undoes "
         "`LeaseWork` and nothing is sent; the model's `refuse` is the environment's reservation "
         "refusal (reservations are not part of the spec's state)",
@@ -85,6 +92,7 @@ ACTIONS: tuple[Action, ...] = (
             "reordered_deliver_result",
             "duplicated_deliver_result",
             "across_restart_deliver_result",
+            "stale_deliver_result",
         ),
         note="three signatures: the spec draws the message's generation `g` from "
         "`InFlight(r, w)` and presents `p = IF withgen THEN g ELSE 0`; the model takes both "
@@ -135,7 +143,7 @@ ACTIONS: tuple[Action, ...] = (
         "RestartMaster", "", "system",
         "system.restart_master", "(s, b)",
         "master.Master.restart_master", "()",
-        "RestartMaster", ("restart_master",),
+        "RestartMaster", ("restart_master", "pipelined_restart_master"),
         note="in a real run a new process calls `Master.open` on the existing files; the system "
         "machines' `torn_tail` fault is also this step",
     ),
@@ -178,7 +186,7 @@ ACTIONS: tuple[Action, ...] = (
     Action(
         "RollbackClock", "(to)", "system",
         None, "", None, "",
-        None, ("rollback_clock",),
+        None, ("rollback_clock", "leased_rollback_clock"),
         model_text="`successors` (`RollbackClock`)",
         impl_text="the wall clock stepped back (fault injection)",
     ),
@@ -225,7 +233,7 @@ ACTIONS: tuple[Action, ...] = (
         "RecoverWork", "(j)", "journal",
         "journal.recover_work", "(j, ttl, wall, mono, flavour)",
         "journal.WorkLeaseJournal.recover", "(lease_ttl)",
-        None, ("recover_work",),
+        None, ("recover_work", "future_recover_work", "legacy_recover_work"),
     ),
     Action(
         "CompactJournalOp", "(j)", "journal",
@@ -239,7 +247,7 @@ ACTIONS: tuple[Action, ...] = (
         "LeaseState", "(c, t, r, g)", "coordinator",
         "coordinator.lease_state", "(c, task, worker, wall, mono, flavour, gen)",
         "coordinator.StateShardCoordinator.lease", "(task_id, worker, generation)",
-        None, ("lease_state",),
+        None, ("lease_state", "stale_lease_state"),
     ),
     Action(
         "CompleteState", "(c, t, r, g)", "coordinator",
@@ -265,13 +273,13 @@ ACTIONS: tuple[Action, ...] = (
         "RecoverStates", "(c)", "coordinator",
         "coordinator.recover_states", "(c, ttl, wall, mono, flavour)",
         "coordinator.StateShardCoordinator.recover_expired", "(lease_ttl)",
-        None, ("recover_states",),
+        None, ("recover_states", "stale_recover_states"),
     ),
     Action(
         "RestartCoordinator", "(c)", "coordinator",
         "coordinator.restart_coordinator", "(c, flavour)",
         "coordinator.StateShardCoordinator.__init__", "(snapshot_path, *, clock, autosave)",
-        None, ("restart_coordinator",),
+        None, ("restart_coordinator", "leased_restart_coordinator"),
         note="a new `StateShardCoordinator` loads the snapshot into the next epoch",
     ),
     Action(

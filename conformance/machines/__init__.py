@@ -45,7 +45,12 @@ from leasefence.conformance.machines.base import (
 )
 from leasefence.conformance.machines.coordinator import CoordinatorMachine
 from leasefence.conformance.machines.journal import JournalMachine
-from leasefence.conformance.machines.master import REORDERED, MasterMachine, Message
+from leasefence.conformance.machines.master import (
+    REORDERED,
+    MasterMachine,
+    Message,
+    SteeredMasterMachine,
+)
 from leasefence.conformance.machines.pipelined import (
     PipelinedMasterMachine,
     PipelinedSystemMachine,
@@ -58,7 +63,7 @@ MACHINES: dict[str, type[ConformanceMachine]] = {
     for m in (
         JournalMachine,
         CoordinatorMachine,
-        MasterMachine,
+        SteeredMasterMachine,
         SystemMachine,
         PipelinedMasterMachine,
         PipelinedSystemMachine,
@@ -78,5 +83,6 @@ __all__ = [
     "Message",
     "PipelinedMasterMachine",
     "PipelinedSystemMachine",
+    "SteeredMasterMachine",
     "SystemMachine",
 ]

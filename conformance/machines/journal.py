@@ -55,7 +55,10 @@ class JournalMachine(ConformanceMachine):
         self.opened = True
         self.compare("open", (legacy,))
 
-    @initialize(legacy=gen.maybe_legacy(gen.journal_works))
+    # A legacy record at start one time in two (``gen.maybe_legacy``: one in three, and far
+    # fewer than that on some seeds, 5 of 66 examples on seed 6): the journal machine is where
+    # a legacy lease must be reclaimed.
+    @initialize(legacy=st.none() | st.tuples(gen.journal_works, gen.ranks, gen.legacy_stamps))
     def open(self, legacy: tuple[str, int, int] | None) -> None:
         self.do_open(legacy)
 
@@ -254,6 +257,48 @@ class JournalMachine(ConformanceMachine):
 
     @rule(ttl=gen.ttls)
     def recover_work(self, ttl: int) -> None:
+        self.do_recover_work(ttl)
+
+    def future_leases(self) -> list[str]:
+        """Work IDs whose Unix lease is dated more than the TTL after the wall clock (it was
+        stepped back after the lease)."""
+        ttl = self.BOUNDS.ttl
+        return [
+            w
+            for w, x in self.m.journal.leases
+            if x.clock == CLOCK_UNIX and x.updated - self.m.wall > ttl
+        ]
+
+    def unix_leases(self) -> list[str]:
+        """Work IDs whose Unix lease a wall-clock rollback can date more than the TTL ahead."""
+        ttl = self.BOUNDS.ttl
+        return [
+            w
+            for w, x in self.m.journal.leases
+            if x.clock == CLOCK_UNIX and 0 <= x.updated - ttl - 1 < self.m.wall
+        ]
+
+    @precondition(lambda self: bool(self.unix_leases()) and not self.future_leases())
+    @rule(data=st.data())
+    def leased_rollback_clock(self, data: st.DataObject) -> None:
+        """RollbackClock far enough that an active lease is dated more than the TTL ahead."""
+        work = data.draw(st.sampled_from(self.unix_leases()), label="work")
+        lease = get(self.m.journal.leases, work)
+        assert lease is not None
+        self.do_rollback_clock(lease.updated - self.BOUNDS.ttl - 1)
+
+    @precondition(lambda self: bool(self.future_leases()))
+    @rule()
+    def future_recover_work(self) -> None:
+        """RecoverWork(TTL) while a lease is dated more than the TTL in the future: it is
+        reclaimed (steered to, not left to the seed: seeds 1 and 3 never recovered then)."""
+        self.do_recover_work(self.BOUNDS.ttl)
+
+    @precondition(lambda self: any(x.clock != CLOCK_UNIX for _, x in self.m.journal.leases))
+    @rule(ttl=gen.ttls)
+    def legacy_recover_work(self, ttl: int) -> None:
+        """RecoverWork while a legacy lease (no clock tag) is active: it is reclaimed whatever
+        the TTL (steered to: seed 3 never recovered while one was active)."""
         self.do_recover_work(ttl)
 
     @rule()

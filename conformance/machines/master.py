@@ -432,3 +432,70 @@ class MasterMachine(ConformanceMachine):
     @rule()
     def reclaim_expired(self) -> None:
         self.do_reclaim_expired()
+
+
+class SteeredMasterMachine(MasterMachine):
+    """The master machine as ``master`` runs: ``MasterMachine`` with rules that steer to two of
+    its required cases (the plain rules reached them on some seeds only: seed 2 never refused a
+    reservation nor delivered a stale result). They live in this leaf, not in ``MasterMachine``,
+    because even a rule that is never enabled changes what a seed draws for the system and
+    pipelined machines built on it."""
+
+    def full_target(self) -> list[tuple[str, int]]:
+        """(work, free rank) pairs whose dispatch the reservation pool refuses: the work's
+        target admits no more dispatches, and the work is neither leased nor completed (so the
+        journal does not refuse it first)."""
+        target = {str(i.work_id): i.target for i in gen.CATALOGUE}
+        held = [target[d.work] for _, d in self.m.active]
+        return [
+            (w, r)
+            for w in sorted(target)
+            if held.count(target[w]) >= gen.TARGET_LIMIT
+            and get(self.m.journal.leases, w) is None
+            and w not in self.m.journal.completed
+            for r in self.free_ranks()
+        ]
+
+    @precondition(lambda self: bool(self.full_target()))
+    @rule(data=st.data())
+    def full_target_dispatch_work(self, data: st.DataObject) -> None:
+        """DispatchWork of a work ID whose target's pool is full: refused at the reservation."""
+        work, rank = data.draw(st.sampled_from(self.full_target()), label="work and rank")
+        self.do_dispatch_work(work, rank)
+
+    def moved_on(self) -> list[tuple[str, int]]:
+        """(work, rank) pairs: ``rank`` is idle with a result of its ended dispatch still in
+        flight, ``work`` another free work ID; dispatching it makes that result stale."""
+        idle = [r for r in self.free_ranks() if not sy.dispatches_of(self.m, r)]
+        flying = {r: {w for q, w, _ in self.in_flight() if q == r} for r in idle}
+        free = [
+            w
+            for w in sorted(str(i.work_id) for i in gen.CATALOGUE)
+            if get(self.m.journal.leases, w) is None and w not in self.m.journal.completed
+        ]
+        return [(w, r) for r in idle if flying[r] for w in free if w not in flying[r]]
+
+    @precondition(lambda self: bool(self.moved_on()))
+    @rule(data=st.data())
+    def moved_on_dispatch_work(self, data: st.DataObject) -> None:
+        """DispatchWork of another work ID to a rank whose earlier result is still in flight."""
+        work, rank = data.draw(st.sampled_from(self.moved_on()), label="work and rank")
+        self.do_dispatch_work(work, rank)
+
+    def stale_results(self) -> list[Message]:
+        """Results in flight from a rank whose every slot holds a dispatch of other work."""
+        stale = []
+        for r, w, g in self.in_flight():
+            mine = sy.dispatches_of(self.m, r)
+            if len(mine) >= self.BOUNDS.pipeline and all(d.work != w for d in mine):
+                stale.append((r, w, g))
+        return stale
+
+    @precondition(lambda self: bool(self.stale_results()))
+    @rule(data=st.data())
+    def stale_deliver_result(self, data: st.DataObject) -> None:
+        """DeliverResult of a result whose rank has moved on to other work: dropped unread."""
+        rank, work, g = data.draw(st.sampled_from(self.stale_results()), label="stale result")
+        reported = data.draw(gen.reports_for(self.BOUNDS.task(work)), label="reported")
+        ok = data.draw(st.booleans(), label="ok")
+        self.do_deliver_result(rank, work, reported, ok, False, g, g)

@@ -67,7 +67,6 @@ class Chunked(Generic[K, V]):
         "_len",
         "_origins",
         "_sure",
-        "_total",
         "_vals",
     )
 
@@ -82,9 +81,6 @@ class Chunked(Generic[K, V]):
     _edits: tuple[K, ...]
     #: Whether the last edit certainly changed its entry (a value of another type may be equal).
     _sure: bool
-    #: The sum of the values once ``total`` was asked (numeric values only), carried through
-    #: edits: None until then, and not part of the value.
-    _total: Any
 
     def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]]) -> None:
         pairs = sorted(dict(items).items())
@@ -97,7 +93,6 @@ class Chunked(Generic[K, V]):
         self._firsts = tuple(ks[0] for ks in keys)
         self._origins = self._edits = _NO_LINEAGE
         self._sure = False
-        self._total = None
 
     def __reduce__(self) -> tuple[type[Chunked[K, V]], tuple[dict[K, V]]]:
         """Pickled and copied as its pairs (a copy has no lineage)."""
@@ -118,7 +113,6 @@ class Chunked(Generic[K, V]):
         m._origins = (ref(self), *self._origins[: LINEAGE - 1])
         m._edits = (key, *self._edits[: LINEAGE - 1])
         m._sure = sure
-        m._total = None
         return m
 
     def _find(self, key: K) -> tuple[int, int, bool]:
@@ -166,7 +160,7 @@ class Chunked(Generic[K, V]):
             if not sure and type(old) is type(value):
                 return self
             vals = self._vals  # the same keys: only one chunk of values is copied
-            m = self._edited(
+            return self._edited(
                 sure,
                 key,
                 self._keys,
@@ -174,9 +168,6 @@ class Chunked(Generic[K, V]):
                 self._firsts,
                 self._len,
             )
-            if self._total is not None:
-                m._total = self._total - old + value
-            return m
         nks, nvs, size = (*ks[:j], key, *ks[j:]), (*vs[:j], value, *vs[j:]), self._len + 1
         keys, vals, firsts = self._keys, self._vals, self._firsts
         if len(nks) <= SMALL or len(nks) <= 2 * isqrt(size):
@@ -198,8 +189,6 @@ class Chunked(Generic[K, V]):
                 (*firsts[:i], nks[0], nks[h], *firsts[i + 1 :]),
                 size,
             )
-        if self._total is not None:
-            m._total = self._total + value
         return m
 
     def delete(self, key: K) -> Map[K, V]:
@@ -212,7 +201,7 @@ class Chunked(Generic[K, V]):
         ks, vs = self._keys[i], self._vals[i]
         nks, nvs = ks[:j] + ks[j + 1 :], vs[:j] + vs[j + 1 :]
         new_k, new_v, new_f = ((nks,), (nvs,), (nks[0],)) if nks else ((), (), ())
-        m = self._edited(
+        return self._edited(
             True,
             key,
             self._keys[:i] + new_k + self._keys[i + 1 :],
@@ -220,17 +209,6 @@ class Chunked(Generic[K, V]):
             self._firsts[:i] + new_f + self._firsts[i + 1 :],
             self._len - 1,
         )
-        if self._total is not None:
-            m._total = self._total - vs[j]
-        return m
-
-    def total(self) -> Any:
-        """The sum of the values (numbers): computed once, then carried through each edit (a
-        map edited from one whose total is known knows its own in one subtraction and one
-        addition), so a sum asked at every step of a run costs no read of the map."""
-        if self._total is None:
-            self._total = sum(chain.from_iterable(self._vals))
-        return self._total
 
     def keys(self) -> Iterator[K]:
         """The keys, in order."""
@@ -417,13 +395,6 @@ def get(m: Map[K, V], key: K) -> V | None:
                 return v
         return None
     return m.get(key)  # type: ignore[union-attr]
-
-
-def total(m: Map[K, int]) -> int:
-    """The sum of the values of ``m`` (a map to numbers)."""
-    if type(m) is tuple:
-        return sum(v for _, v in m)
-    return m.total()  # type: ignore[union-attr,no-any-return]
 
 
 def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:

@@ -50,15 +50,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from leasefence.conformance.generations import GenerationNames
 from leasefence.impl.coordfile import decode
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.journal import LeaseRecord, WorkLeaseJournal
 from leasefence.impl.master import Master
 from leasefence.impl.rules import UNIX
-from leasefence.impl.wire import Generation
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
 from leasefence.model.state import (
     Coordinator,
@@ -98,57 +98,6 @@ def clock_domain(tag: str | None) -> str:
     if tag is None:
         return CLOCK_LEGACY
     raise AssertionError(f"unknown clock tag {tag!r} in the journal")
-
-
-#: The first name given to a token never bound (the model issues ``epoch * GEN_BASE + counter``,
-#: epochs at most a few).
-FRESH = 10**15
-
-
-@dataclass
-class GenerationNames:
-    """The bijection between the implementation's owner tokens ``(rank, epoch, counter)`` and the
-    model's ``(rank, generation)`` (integers; ``0`` is "none"): each rank's counter restarts
-    at a restart, so a model generation is unique per rank only. See the module's notes."""
-
-    names: dict[tuple[int, int, int], int] = field(default_factory=dict)
-    tokens: dict[tuple[int, int], tuple[int, int, int]] = field(default_factory=dict)
-    fresh: int = FRESH
-
-    def bind(self, rank: int, generation: Generation | None, model_gen: int) -> None:
-        """Pair ``rank``'s implementation ``generation`` with the model's ``model_gen``; both
-        must be new, or already paired with each other (a token that repeats is a bug)."""
-        if generation is None and model_gen == 0:
-            return
-        if generation is None or model_gen == 0:
-            raise AssertionError(
-                f"rank {rank}: implementation generation {generation!r} against model "
-                f"generation {model_gen} (one side fences by rank alone)"
-            )
-        token = (rank, generation[0], generation[1])
-        if (
-            self.names.get(token, model_gen) != model_gen
-            or self.tokens.get((rank, model_gen), token) != token
-        ):
-            raise AssertionError(
-                f"owner token {token} is model generation {self.names.get(token)}, and rank "
-                f"{rank}'s model generation {model_gen} is {self.tokens.get((rank, model_gen))}: "
-                "a token repeated"
-            )
-        self.names[token] = model_gen
-        self.tokens[(rank, model_gen)] = token
-
-    def name(self, rank: int, generation: Generation | None) -> int:
-        """The model generation of ``rank``'s implementation ``generation`` (0 for None; a
-        fresh name for a token never bound)."""
-        if generation is None:
-            return 0
-        token = (rank, generation[0], generation[1])
-        if token not in self.names:
-            self.names[token] = self.fresh
-            self.tokens[(rank, self.fresh)] = token
-            self.fresh += 1
-        return self.names[token]
 
 
 def lease_of(x: LeaseRecord, names: GenerationNames | None = None, origin: int = 0) -> Lease:

@@ -16,7 +16,7 @@ side.
 
 Pipelined runs (issue 12): the Header gives the pipeline depth and the fence; under generation
 fencing each dispatch and each result carries its generation ``[epoch, counter]``, and replay
-pairs every generation with the model's (``refinement.GenerationNames``). A result is then the
+pairs every generation with the model's (``generations.GenerationNames``). A result is then the
 message of the generation it presents; one that presents none (an old-protocol worker) is a
 message in flight from its rank about its work.
 
@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from leasefence.conformance.refinement import GenerationNames
+from leasefence.conformance.generations import GenerationNames
 from leasefence.conformance.traceformat import (
     ACTIONS,
     DeliverResult,

@@ -468,6 +468,12 @@ def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
         return list(set(a) ^ set(b))  # type: ignore[arg-type]
     if ta is tuple and tb is tuple:
         a, b = unshared(a, b)  # type: ignore[arg-type]
+        # One side's rest empty (an insertion or a removal, most edits): the other's keys are
+        # absent from the shared parts of both (each map's keys are distinct), so all differ.
+        if not a:
+            return [k for k, _ in b]
+        if not b:
+            return [k for k, _ in a]
     rest = dict(a)
     out: list[K] = []
     for k, v in b:  # type: ignore[misc]

@@ -88,13 +88,13 @@ class LoopProfile:
 
 
 #: The profiles run at each kind of state: ``leasefence run``'s own configuration (group commit,
-#: depth by TTL, generation fence at depth 16) on a bigger catalogue and with a restart inside
+#: depth by TTL, generation fence at depth 64) on a bigger catalogue and with a restart inside
 #: the job, F314's depth 1, and depth 2, with faulty workers and candidate policies.
 PROFILES = (
     LoopProfile(
-        "run", pipeline=16, group_commit=True, depth_by_ttl=True, extra=70, late=(0,), untraced=True
+        "run", pipeline=64, group_commit=True, depth_by_ttl=True, extra=70, late=(0,), untraced=True
     ),
-    LoopProfile("run, restarted", pipeline=16, group_commit=True, depth_by_ttl=True, restart=1),
+    LoopProfile("run, restarted", pipeline=64, group_commit=True, depth_by_ttl=True, restart=1),
     LoopProfile(
         "depth 1, restarted, slow workers",
         restart=1,

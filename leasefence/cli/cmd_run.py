@@ -139,11 +139,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pipeline",
         type=count,
-        default=16,
+        default=64,
         metavar="N",
         help=(
-            "most dispatches one worker rank holds at once (default 16: its next WORKs are "
-            "already there when it answers; beyond 2 a rank is given only as many as keep the "
+            "most dispatches one worker rank holds at once (default 64: its next WORKs are "
+            "already there when it answers, and each group commit covers more decisions; "
+            "beyond 2 a rank is given only as many as keep the "
             "last one's wait within a quarter of --ttl, from the gap between its results; 1 is "
             "F314's one active transaction per rank); beyond 1 the leases are fenced by (rank, "
             "dispatch generation)"

@@ -446,7 +446,8 @@ def test_an_older_generation_arriving_after_a_newer_old_protocol_result_replays(
 
 
 def _deep_master(tmp_path: Path, clock: ManualClock, ttl: float, **kw: Any) -> Master:
-    """A depth-16 master (as ``leasefence run``'s default) over 40 items of their own tasks."""
+    """A depth-16 master (``leasefence run``'s default depth was 16, now 64) over 40 items of
+    their own tasks."""
     items = [
         WorkItem(WorkId(f"{i:064x}"), StateTaskId(f"s{i}"), f"t{i}", "bound=16", "smt")
         for i in range(40)

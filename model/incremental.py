@@ -75,7 +75,7 @@ class ActiveIndex(NamedTuple):
 
 #: The index of the last few ``State.active`` values, each kept with its value so that its id
 #: cannot be reused while the entry lives: the index of a step's state is made from the last
-#: one's.
+#: one's, which it replaces.
 _INDEX: dict[int, tuple[tuple[Pair, ...], ActiveIndex]] = {}
 _INDEX_SIZE = 16
 
@@ -99,8 +99,10 @@ def _indexed(
         moved: list[Pair] = list(active)
         gone: list[Pair] = []
     else:
-        old = base[1]
-        by_work, by_task, per_rank = dict(old.by_work), dict(old.by_task), dict(old.per_rank)
+        # ``since``'s index becomes this one, edited in place (a copy would read every active
+        # dispatch at every step): it leaves the cache, and is made again, in full, if asked for.
+        del _INDEX[id(since)]
+        by_work, by_task, per_rank = base[1]
         moved, gone = mv
     for p in gone:  # an entry left empty is removed: the index stays the size of ``active``
         r, d = p
@@ -119,8 +121,6 @@ def _indexed(
     index = ActiveIndex(by_work, by_task, per_rank)
     if len(_INDEX) >= _INDEX_SIZE:
         _INDEX.clear()
-        if base is not None:
-            _INDEX[id(since)] = base
     _INDEX[id(active)] = (active, index)
     return index
 

@@ -159,8 +159,12 @@ def initial_state() -> State:
 
 
 def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
-    """The active dispatches of ``rank`` (at most ``Bounds.pipeline``), in sorted order."""
-    return tuple(d for r, d in s.active if r == rank)
+    """The active dispatches of ``rank`` (at most ``Bounds.pipeline``), in sorted order: the
+    stretch of ``active`` (sorted by rank first) from ``(rank,)`` to ``(rank + 1,)``."""
+    active = s.active
+    i = bisect_left(active, (rank,))
+    j = bisect_left(active, (rank + 1,), i)
+    return tuple(d for _, d in active[i:j])
 
 
 def gen_epoch(c: Coordinator, b: Bounds) -> int:

@@ -38,6 +38,7 @@ only if it reads maps that grow with the run, and a planted violation in the tes
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
@@ -378,7 +379,9 @@ def _l3_refusal_changes_nothing(before: State, after: State, b: Bounds, d: Diff)
     mv = d.moves
     if mv is None:
         return full.l3_network(before, after)
-    started = mv[0]
+    # Started: in ``after.active`` and not in ``before.active`` (a set difference, as the spec's
+    # active' \ active; ``moves`` may name a dispatch ``before`` holds once and ``after`` twice).
+    started = [p for p in mv[0] if not _holds(before.active, p)]
     for m in d.net:
         if m in after.net and not any(r == m[0] and x.work == m[1] for r, x in started):
             return False
@@ -386,6 +389,12 @@ def _l3_refusal_changes_nothing(before: State, after: State, b: Bounds, d: Diff)
         if g in after.gnet and not any((r, x.work, x.gen) == g for r, x in started):
             return False
     return True
+
+
+def _holds(active: tuple[Pair, ...], p: Pair) -> bool:
+    """Whether the sorted ``active`` holds ``p`` (a bisection)."""
+    i = bisect_left(active, p)
+    return i < len(active) and active[i] == p
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.

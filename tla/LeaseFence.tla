@@ -70,7 +70,8 @@ GenBase == 100
 LegacyRecords == TRUE
 
 \* The protocol as F314 fixes it, each pre-fix defect switched back on alone, and the
-\* must-fail twins: one planted bug for each property no defect of F314 breaks.
+\* must-fail twins: one planted bug for each property no defect of F314 breaks, and
+\* for each part of L3 defect 1 does not reach (its failures and its network).
 Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4", "keep-refused-lease",
              "reclaim-early", "restart-keeps-owners", "restart-drops-stats", "coordinator-first",
              "legacy-not-migrated", "keep-future-leases", "no-stale-guard",

@@ -405,6 +405,11 @@ def test_l3s_failures_and_network_are_seen_by_the_full_and_the_incremental_check
     for what, t in good.items():
         assert invariants.l3_refusal_changes_nothing(s, t, WIDE), what
         assert incremental.l3_refusal_changes_nothing(s, t, WIDE), what
+    # A dispatch held before and held twice after is not one the step starts (active' \ active).
+    held = s._replace(active=((2, Dispatch("w158", "s079")),))
+    twice = held._replace(active=held.active * 2, net=add(held.net, (2, "w158")))
+    assert not invariants.l3_refusal_changes_nothing(held, twice, WIDE)
+    assert not incremental.l3_refusal_changes_nothing(held, twice, WIDE)
     # a generation-fenced result sent with its dispatch
     t = s._replace(
         gnet=add(s.gnet, (2, "w158", 101)), active=(*s.active, (2, Dispatch("w158", "s079", 101)))

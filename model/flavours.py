@@ -45,6 +45,12 @@ class Flavour(StrEnum):
     # generation finds is for another work ID (the first part of IsStale removed). Harmless while
     # generations never repeat (fence "generation"); breaks once they do (fence "counter").
     NO_STALE_GUARD = "no-stale-guard"
+    # Twins of L3's failures and network (issue 21 "Why" 5): RejectDispatch books the refused
+    # dispatch as a failure of its task (a refusal counted as a failed attempt), or the WORK
+    # message leaves although the coordinator refused the state lease (sent before its answer
+    # is read). L3's clauses on attempts and leases alone see neither.
+    REFUSAL_BOOKS_FAILURE = "refusal-books-failure"
+    REFUSAL_SENDS_WORK = "refusal-sends-work"
 
 
 #: One line per flavour, for ``--help`` and reports.
@@ -62,6 +68,8 @@ DESCRIPTIONS: dict[Flavour, str] = {
     Flavour.LEGACY_NOT_MIGRATED: "twin: recovery compares an untagged record as Unix time",
     Flavour.KEEP_FUTURE_LEASES: "twin: recovery keeps a lease dated more than TTL in the future",
     Flavour.NO_STALE_GUARD: "a result whose generation finds another work's dispatch is not stale",
+    Flavour.REFUSAL_BOOKS_FAILURE: "twin: a dispatch refused by the coordinator books a failure",
+    Flavour.REFUSAL_SENDS_WORK: "twin: a dispatch refused by the coordinator still sends its WORK",
 }
 
 #: The invariants each defect must violate (F314's table, checked by the tests).
@@ -83,6 +91,8 @@ EXPECTED_VIOLATIONS: dict[Flavour, frozenset[str]] = {
     Flavour.LEGACY_NOT_MIGRATED: frozenset({"L5_LegacyMigrated"}),
     Flavour.KEEP_FUTURE_LEASES: frozenset({"NoStuckLeaseRecovered"}),
     Flavour.NO_STALE_GUARD: frozenset(),  # generations never repeat: see COUNTER_STALE_VIOLATIONS
+    Flavour.REFUSAL_BOOKS_FAILURE: frozenset({"L3_RefusalChangesNothing"}),
+    Flavour.REFUSAL_SENDS_WORK: frozenset({"L3_RefusalChangesNothing"}),
 }
 
 #: Beyond F314's table: rank fencing with more than one dispatch per rank (F314's own caveat).

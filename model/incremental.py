@@ -6,7 +6,8 @@ in flight), and the definitions in ``model.invariants`` read every entry at ever
 
 - ``L3_RefusalChangesNothing`` and ``L6_StatisticsSurvive`` read only the entries the step
   changed (``state.changed``): each is a condition per entry that holds wherever an entry is the
-  same before and after, so this is the same property, with no assumption.
+  same before and after, so this is the same property, with no assumption (L3's network part
+  reads the results that changed and the dispatches the step started).
 - ``TypeOK`` reads its per-entry conditions only on entries that differ from ``since``, a state
   known to satisfy ``TypeOK`` under the same bounds (the last state checked): an entry it held
   is in range still; the leases and active dispatches too (all the coordinator's leases when its
@@ -37,6 +38,7 @@ only if it reads maps that grow with the run, and a planted violation in the tes
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
@@ -355,6 +357,9 @@ def _l7_authoritative_state_id(before: State, after: State, b: Bounds, d: Diff) 
 
 # L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 def _l3_refusal_changes_nothing(before: State, after: State, b: Bounds, d: Diff) -> bool:
+    # Attempts and leases: the work IDs and tasks whose entries changed; failures: the tasks
+    # whose statistics changed; network: the results that changed, against the dispatches the
+    # step started.
     j0, j1 = before.journal, after.journal
     c0, c1 = before.coordinator, after.coordinator
     works, tasks = b.work_set, b.task_set
@@ -363,7 +368,33 @@ def _l3_refusal_changes_nothing(before: State, after: State, b: Bounds, d: Diff)
         for w in set(touched) if len(touched) > 1 else touched:
             if w in works and not full.l3_work_kept(j0, j1, w):
                 return False
-    return all(t not in tasks or full.l3_task_kept(c0, c1, t) for t in d.state_leases)
+    if not all(t not in tasks or full.l3_task_kept(c0, c1, t) for t in d.state_leases):
+        return False
+    if d.stats and d.epoch_same:
+        for t in d.stats:
+            if t in tasks and not full.l3_stats_kept(c0, c1, t):
+                return False
+    if not (d.net or d.gnet):
+        return True
+    mv = d.moves
+    if mv is None:
+        return full.l3_network(before, after)
+    # Started: in ``after.active`` and not in ``before.active`` (a set difference, as the spec's
+    # active' \ active; ``moves`` may name a dispatch ``before`` holds once and ``after`` twice).
+    started = [p for p in mv[0] if not _holds(before.active, p)]
+    for m in d.net:
+        if m in after.net and not any(r == m[0] and x.work == m[1] for r, x in started):
+            return False
+    for g in d.gnet:
+        if g in after.gnet and not any((r, x.work, x.gen) == g for r, x in started):
+            return False
+    return True
+
+
+def _holds(active: tuple[Pair, ...], p: Pair) -> bool:
+    """Whether the sorted ``active`` holds ``p`` (a bisection)."""
+    i = bisect_left(active, p)
+    return i < len(active) and active[i] == p
 
 
 # L6: A coordinator restart voids old MPI rank ownership; statistics survive, execution ownership is not inherited.

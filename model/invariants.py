@@ -132,6 +132,19 @@ def l2_removal_fenced(before: State, after: State, b: Bounds) -> bool:
 
 # L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 def l3_refusal_changes_nothing(before: State, after: State, b: Bounds) -> bool:
+    # A frame condition on every step, in three parts, one per thing a refusal could change:
+    # attempts and leases (``l3_leases``), failures (``l3_failures``: statistics change only
+    # where an active lease is freed) and the network (``l3_network``: a result in flight only
+    # for a dispatch the step starts). Persisted events: the journal and the coordinator are the
+    # replay of their records, each kind with its footprint in these parts (the spec's comment).
+    return (
+        l3_leases(before, after, b) and l3_failures(before, after, b) and l3_network(before, after)
+    )
+
+
+def l3_leases(before: State, after: State, b: Bounds) -> bool:
+    """L3Leases: a work ID held or completed before the step keeps its attempts and is not
+    leased again; an active state lease is not replaced within one epoch."""
     j0, j1 = before.journal, after.journal
     c0, c1 = before.coordinator, after.coordinator
     # Parts a step left as they were (the same object) cannot break the property: skipped.
@@ -140,6 +153,27 @@ def l3_refusal_changes_nothing(before: State, after: State, b: Bounds) -> bool:
     tasks = () if c0.leases is c1.leases else b.tasks
     return all(l3_work_kept(j0, j1, w) for w in works) and all(
         l3_task_kept(c0, c1, t) for t in tasks
+    )
+
+
+def l3_failures(before: State, after: State, b: Bounds) -> bool:
+    """L3Failures: within one epoch, a task's statistics change only in a step that frees its
+    active lease."""
+    c0, c1 = before.coordinator, after.coordinator
+    if c0.stats is c1.stats or c0.epoch != c1.epoch:
+        return True
+    return all(l3_stats_kept(c0, c1, t) for t in b.tasks)
+
+
+def l3_network(before: State, after: State) -> bool:
+    """L3Network: every result the step puts in flight belongs to a dispatch the step starts."""
+    if before.net is after.net and before.gnet is after.gnet:
+        return True
+    started = set(after.active).difference(before.active)
+    sent = {(r, d.work) for r, d in started}
+    gsent = {(r, d.work, d.gen) for r, d in started}
+    return set(after.net).difference(before.net) <= sent and (
+        set(after.gnet).difference(before.gnet) <= gsent
     )
 
 
@@ -160,6 +194,14 @@ def l3_task_kept(c0: Coordinator, c1: Coordinator, t: str) -> bool:
     now = get(c1.leases, t)
     replaced = held is not None and now is not None and now != held
     return not (replaced and c1.epoch == c0.epoch)
+
+
+def l3_stats_kept(c0: Coordinator, c1: Coordinator, t: str) -> bool:
+    """L3's failures for one state task, within one epoch: its statistics are as they were, or
+    the step frees its active lease (complete or abandon by the owner, L2)."""
+    if get(c0.stats, t) == get(c1.stats, t):
+        return True
+    return active_lease(c0, t) is not None and get(c1.leases, t) is None
 
 
 # L4: Persisted expiry uses a Unix clock, comparable across reboots, and records its clock domain.

@@ -21,9 +21,11 @@ from leasefence.model.rules import authoritative_state_task
 from leasefence.model.state import (
     Coordinator,
     Dispatch,
+    Ids,
     Journal,
     Map,
     State,
+    Stats,
     add,
     as_map,
     discard,
@@ -259,15 +261,12 @@ def dispatch_work(
             if "lease_work" in undone and b.flavour is not Flavour.KEEP_REFUSED_LEASE:
                 _, j = jo.abandon_work(j, work, rank, b.flavour, gen)
             gens = bump(s, rank, b) if "lease_work" in taken else s.gens
-            return DispatchOutcome(False, tuple(taken), step, undone), s._replace(
-                journal=j, gens=gens
-            )
+            out = s._replace(journal=j, gens=gens)
+            if step == "lease_state" and b.flavour in _REFUSAL_TWINS:
+                out = _refusal_twin(out, work, task, rank, gen, b)
+            return DispatchOutcome(False, tuple(taken), step, undone), out
         taken.append(step)
-    net, gnet = s.net, s.gnet
-    if b.generations:
-        gnet = add(gnet, (rank, work, gen))
-    else:
-        net = add(net, (rank, work))
+    net, gnet = _send(s, work, rank, gen, b)
     return DispatchOutcome(True, tuple(taken), None, ()), s._replace(
         journal=j,
         coordinator=c,
@@ -276,6 +275,33 @@ def dispatch_work(
         gnet=gnet,
         gens=bump(s, rank, b),
     )
+
+
+def _send(
+    s: State, work: str, rank: int, gen: int, b: Bounds
+) -> tuple[Ids[tuple[int, str]], Ids[tuple[int, str, int]]]:
+    """Send(r, w, g): ``(net, gnet)`` once the WORK payload of ``work`` to ``rank`` (generation
+    ``gen``) has left: its result is in flight, in ``gnet`` with its generation under generation
+    fencing, else in ``net``."""
+    if b.generations:
+        return s.net, add(s.gnet, (rank, work, gen))
+    return add(s.net, (rank, work)), s.gnet
+
+
+_REFUSAL_TWINS = (Flavour.REFUSAL_BOOKS_FAILURE, Flavour.REFUSAL_SENDS_WORK)
+
+
+def _refusal_twin(s: State, work: str, task: str, rank: int, gen: int, b: Bounds) -> State:
+    """The must-fail twins of L3 on a dispatch the coordinator refused (RejectDispatch):
+    ``REFUSAL_BOOKS_FAILURE`` books a failure (and its cost) for the task,
+    ``REFUSAL_SENDS_WORK`` sends the WORK message all the same."""
+    if b.flavour is Flavour.REFUSAL_BOOKS_FAILURE:  # AddStats(c, t, 0, 1, 0, 1)
+        c = s.coordinator
+        old = get(c.stats, task) or Stats()
+        booked = old._replace(failures=old.failures + 1, cost=old.cost + 1)
+        return s._replace(coordinator=c._replace(stats=put(c.stats, task, booked)))
+    net, gnet = _send(s, work, rank, gen, b)
+    return s._replace(net=net, gnet=gnet)
 
 
 @dataclass(frozen=True)

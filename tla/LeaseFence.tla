@@ -70,10 +70,12 @@ GenBase == 100
 LegacyRecords == TRUE
 
 \* The protocol as F314 fixes it, each pre-fix defect switched back on alone, and the
-\* must-fail twins: one planted bug for each property no defect of F314 breaks.
+\* must-fail twins: one planted bug for each property no defect of F314 breaks, and
+\* for each part of L3 defect 1 does not reach (its failures and its network).
 Flavours == {"fixed", "defect1", "defect2", "defect3", "defect4", "keep-refused-lease",
              "reclaim-early", "restart-keeps-owners", "restart-drops-stats", "coordinator-first",
-             "legacy-not-migrated", "keep-future-leases", "no-stale-guard"}
+             "legacy-not-migrated", "keep-future-leases", "no-stale-guard",
+             "refusal-books-failure", "refusal-sends-work"}
 \* defect1: WorkLeaseJournal.lease refused only completed IDs; complete/abandon ignored the fence.
 Defect1 == Flavour = "defect1"
 \* defect2: StateShardCoordinator.lease overwrote the active worker; complete had no owner check.
@@ -101,6 +103,13 @@ KeepFutureLeases == Flavour = "keep-future-leases"
 \* finds is for another work ID (IsStale's first part removed).  Harmless while generations
 \* never repeat (Fence "generation"); fails once they do (Fence "counter").
 NoStaleGuard == Flavour = "no-stale-guard"
+\* Twins of L3_RefusalChangesNothing's failures and network (issue 21 "Why" 5): RejectDispatch
+\* books the refused dispatch as a failure of its task in the coordinator's statistics (a
+\* refusal counted as a failed attempt), or the WORK message leaves although the coordinator
+\* refused the state lease (the payload sent before its answer is read).  L3's clauses on
+\* attempts and leases alone see neither.
+RefusalBooksFailure == Flavour = "refusal-books-failure"
+RefusalSendsWork == Flavour = "refusal-sends-work"
 
 ASSUME /\ Flavour \in Flavours
        /\ Pipeline \in Nat \ {0}
@@ -429,6 +438,12 @@ Resume(j, e) ==
         Max(S) == CHOOSE m \in S : \A n \in S : n <= m
     IN  [r \in {x \in Ranks : gs(x) # {}} |-> Max(gs(r))]
 
+\* Send(r, w, g): the WORK payload of w to rank r, generation g, leaves; its result is in
+\* flight: <<r, w>> in net under rank fencing, <<r, w, g>> in gnet under generation fencing.
+Send(r, w, g) ==
+    IF Generations THEN gnet' = gnet \cup {<<r, w, g>>} /\ UNCHANGED net
+    ELSE net' = net \cup {<<r, w>>} /\ UNCHANGED gnet
+
 (* DispatchWork(w, r) mirrors system.dispatch_work (Master.dispatch).       *)
 (* Enabled when rank r holds fewer than Pipeline dispatches (at depth 1:    *)
 (* none).  One compensating transaction, atomic: reserve target, parameter  *)
@@ -449,21 +464,22 @@ DispatchWork(w, r) ==
         /\ IF ~lw.ok THEN UNCHANGED vars
            ELSE IF ~ls.ok
            THEN \* RejectDispatch: undo the steps taken, in reverse order (the twin
-                \* KeepRefusedLease skips the undo).
+                \* KeepRefusedLease skips the undo); nothing is booked, nothing is sent (but
+                \* under the twins RefusalBooksFailure and RefusalSendsWork).
                 /\ journal' = IF KeepRefusedLease THEN lw.next
                               ELSE AbandonWork(lw.next, w, r, g).next
                 /\ gens' = Bump(r)
-                /\ UNCHANGED <<wall, mono, coordinator, active, net, dups, reboots, rollbacks,
-                               gnet>>
+                /\ coordinator' = IF RefusalBooksFailure
+                                  THEN [coordinator EXCEPT
+                                          !.stats = AddStats(coordinator, t, 0, 1, 0, 1)]
+                                  ELSE coordinator
+                /\ IF RefusalSendsWork THEN Send(r, w, g) ELSE UNCHANGED <<net, gnet>>
+                /\ UNCHANGED <<wall, mono, active, dups, reboots, rollbacks>>
            ELSE /\ journal' = lw.next
                 /\ gens' = Bump(r)
                 /\ coordinator' = ls.next
                 /\ active' = active \cup {[rank |-> r, work |-> w, task |-> t, gen |-> g]}
-                /\ IF Generations
-                   THEN /\ gnet' = gnet \cup {<<r, w, g>>}
-                        /\ UNCHANGED net
-                   ELSE /\ net' = net \cup {<<r, w>>}
-                        /\ UNCHANGED gnet
+                /\ Send(r, w, g)
                 /\ UNCHANGED <<wall, mono, dups, reboots, rollbacks>>
 
 (* InFlight(r, w): the results in flight from r about w, by generation: 0 *)
@@ -783,7 +799,20 @@ L2RemovalStep ==
 L2_RemovalFenced == [][L2RemovalStep]_vars
 
 \* L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
-L3Step ==
+\* A frame condition on every step, in three parts, one per thing a refusal could change.
+\* Attempts and leases (L3Leases): a work ID held or completed before the step keeps its
+\* attempts and is not leased again (its lease may go: that is L2's business), and an active
+\* state lease is not replaced within one epoch.  Failures (L3Failures): within one epoch, a
+\* task's statistics change only in a step that frees its active lease (by its owner's result:
+\* L2_RemovalFenced).  Network (L3Network): every result a step puts in flight belongs to a
+\* dispatch that step starts, so a refused dispatch sends nothing.  Persisted events: the journal
+\* and the coordinator are the replay of their records, each kind with its footprint here (a
+\* lease record counts an attempt, a done record completes, a reclaim drops a lease; a
+\* coordinator record sets or drops a lease or books statistics), so a refusal that persists
+\* an event breaks one of the parts; a record that replays to nothing is not in the abstract
+\* state (tla/README.md, "L3: failures, network and persisted events": the refusal probes
+\* check the implementation's files).
+L3Leases ==
     /\ \A w \in Works :
           (Has(journal.leases, w) \/ w \in journal.completed) =>
              /\ Has(journal'.attempts, w) = Has(journal.attempts, w)
@@ -795,6 +824,18 @@ L3Step ==
            /\ Has(coordinator'.leases, t)
            /\ coordinator'.leases[t] # coordinator.leases[t])
              => coordinator'.epoch # coordinator.epoch
+\* Whether the step changes the statistics of t (an entry appears, goes or differs).
+StatsChanged(t) ==
+    \/ Has(coordinator.stats, t) # Has(coordinator'.stats, t)
+    \/ Has(coordinator.stats, t) /\ coordinator'.stats[t] # coordinator.stats[t]
+L3Failures ==
+    coordinator'.epoch = coordinator.epoch =>
+        \A t \in Tasks :
+            StatsChanged(t) => IsActive(coordinator, t) /\ ~Has(coordinator'.leases, t)
+L3Network ==
+    /\ \A m \in net' \ net : \E d \in active' \ active : d.rank = m[1] /\ d.work = m[2]
+    /\ \A m \in gnet' \ gnet : \E d \in active' \ active : <<d.rank, d.work, d.gen>> = m
+L3Step == L3Leases /\ L3Failures /\ L3Network
 
 \* L3: A refused duplicate lease changes nothing: no attempts, leases, failures or persisted events.
 L3_RefusalChangesNothing == [][L3Step]_vars

@@ -143,6 +143,26 @@ def test_the_issues_mutation_of_the_compensating_undo_fails_the_ci_config(
     assert [s.action for s in v.result.counterexample] == ["Init", "DispatchWork", "DispatchWork"]
 
 
+@pytest.mark.parametrize(
+    ("cfg", "states"),
+    [
+        ("Buggy_L3_RefusalChangesNothing_Failures.cfg", 10718),
+        ("Buggy_L3_RefusalChangesNothing_Network.cfg", 10838),
+    ],
+)
+def test_l3_of_attempts_and_leases_alone_misses_the_twins_of_its_failures_and_network(
+    cfg: str, states: int, tools: Tools, tmp_path: Path
+) -> None:
+    # Issue 21 "Why" 5: L3 as it was (L3Leases alone) passes both twins over their whole graph;
+    # the L3 with failures and network fails them (test_each_must_fail_config_fails_in_...).
+    shutil.copy2(TLA_DIR / cfg, tmp_path / cfg)
+    whole = "L3Step == L3Leases /\\ L3Failures /\\ L3Network"
+    v = _ci_config_with(tools, tmp_path, whole, "L3Step == L3Leases", cfg)
+    assert v.result.errors == []
+    assert v.result.violated is None, v.summary()
+    assert v.result.distinct_states == states
+
+
 def test_a_recovery_that_ignores_the_clock_tag_fails_the_ci_config(
     tools: Tools, tmp_path: Path
 ) -> None:

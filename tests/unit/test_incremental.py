@@ -181,7 +181,7 @@ def _corrupt(s: State, rng: random.Random) -> State:
     """``s`` with one entry of one map changed to a value at random, often out of range."""
     j, c = s.journal, s.coordinator
     w, t = rng.choice(["w000", "w150", "x9"]), rng.choice(["s000", "s075", "x9"])
-    choice = rng.randrange(11)
+    choice = rng.randrange(13)
     if choice == 0:
         return s._replace(journal=j._replace(attempts=put(j.attempts, w, rng.choice([0, 1, 5]))))
     if choice == 1:
@@ -201,6 +201,10 @@ def _corrupt(s: State, rng: random.Random) -> State:
         return s._replace(net=add(s.net, (rng.choice([1, 9]), w)))
     if choice == 7:
         return s._replace(journal=j._replace(attempts=drop(j.attempts, w)))
+    if choice == 11:  # a result in flight under generation fencing (L3's network, TypeOK)
+        return s._replace(gnet=add(s.gnet, (rng.choice([1, 9]), w, rng.choice([0, 101]))))
+    if choice == 12:  # a state lease freed (L3's failures allow a booking with it)
+        return s._replace(coordinator=c._replace(leases=drop(c.leases, t)))
     # The active dispatches (read by L1, L2, L6, L7 and TypeOK through an index of them): one
     # more (maybe one already there: a dispatch held twice), one fewer, or one changed.
     active = list(s.active)
@@ -341,6 +345,77 @@ def test_a_planted_violation_of_each_invariant_is_reported_by_the_full_and_the_i
         ), name
         assert incremental.Checker()(since, bad, b, since) == invariants.violated(since, bad, b)
         assert name not in incremental.Checker(skip=[name])(since, bad, b, since), name
+
+
+def test_l3s_failures_and_network_are_seen_by_the_full_and_the_incremental_check() -> None:
+    # L3's parts beyond attempts and leases (issue 21 "Why" 5), each planted, and the same steps
+    # made lawful: the booking frees its task's active lease, the result belongs to a dispatch
+    # the step starts (or the epoch changes, for statistics).
+    s = _base()
+    c = s.coordinator
+    booked = Stats(1, 1, 1, 2)  # s079's statistics with one failure more
+    gen = replace(WIDE, fence="generation")
+    bad = {
+        "failure booked, lease kept": (
+            s._replace(coordinator=c._replace(stats=put(c.stats, "s079", booked))),
+            WIDE,
+        ),
+        "failure booked on a free task": (
+            s._replace(coordinator=c._replace(stats=put(c.stats, "s010", Stats(2, 1, 2, 3)))),
+            WIDE,
+        ),
+        "result sent, no dispatch": (s._replace(net=add(s.net, (2, "w158"))), WIDE),
+        "result sent, another dispatch": (
+            s._replace(
+                net=add(s.net, (2, "w158")), active=(*s.active, (2, Dispatch("w157", "s078")))
+            ),
+            WIDE,
+        ),
+        "result with its generation, no dispatch": (
+            s._replace(gnet=add(s.gnet, (2, "w158", 101))),
+            gen,
+        ),
+        "result with another generation": (
+            s._replace(
+                gnet=add(s.gnet, (2, "w158", 101)),
+                active=(*s.active, (2, Dispatch("w158", "s079", 102))),
+            ),
+            gen,
+        ),
+    }
+    good = {
+        "failure booked, lease freed": s._replace(
+            coordinator=c._replace(
+                leases=drop(c.leases, "s079"), stats=put(c.stats, "s079", booked)
+            )
+        ),
+        "statistics changed by a restart": s._replace(
+            coordinator=c._replace(epoch=2, stats=put(c.stats, "s010", Stats(2, 1, 2, 3)))
+        ),
+        "result sent with its dispatch": s._replace(
+            net=add(s.net, (2, "w158")), active=(*s.active, (2, Dispatch("w158", "s079")))
+        ),
+        "result delivered": s._replace(net=discard(s.net, (1, "w000"))),
+    }
+    name = "L3_RefusalChangesNothing"
+    for what, (t, b) in bad.items():
+        assert not invariants.l3_refusal_changes_nothing(s, t, b), what
+        assert not incremental.l3_refusal_changes_nothing(s, t, b), what
+        assert name in incremental.Checker()(s, t, b, s), what
+    for what, t in good.items():
+        assert invariants.l3_refusal_changes_nothing(s, t, WIDE), what
+        assert incremental.l3_refusal_changes_nothing(s, t, WIDE), what
+    # A dispatch held before and held twice after is not one the step starts (active' \ active).
+    held = s._replace(active=((2, Dispatch("w158", "s079")),))
+    twice = held._replace(active=held.active * 2, net=add(held.net, (2, "w158")))
+    assert not invariants.l3_refusal_changes_nothing(held, twice, WIDE)
+    assert not incremental.l3_refusal_changes_nothing(held, twice, WIDE)
+    # a generation-fenced result sent with its dispatch
+    t = s._replace(
+        gnet=add(s.gnet, (2, "w158", 101)), active=(*s.active, (2, Dispatch("w158", "s079", 101)))
+    )
+    assert invariants.l3_refusal_changes_nothing(s, t, gen)
+    assert incremental.l3_refusal_changes_nothing(s, t, gen)
 
 
 def _plain_diff(a: Map[int, object], b: Map[int, object]) -> list[int]:

@@ -75,6 +75,8 @@ TWIN_WITNESSES = {
     Flavour.RESTART_KEEPS_OWNERS: ["DispatchWork", "RestartMaster"],
     Flavour.RESTART_DROPS_STATS: ["DispatchWork", "DeliverResult", "RestartMaster"],
     Flavour.COORDINATOR_FIRST: ["DispatchWork", "CrashDeliverResult"],
+    Flavour.REFUSAL_BOOKS_FAILURE: ["DispatchWork", "DispatchWork"],
+    Flavour.REFUSAL_SENDS_WORK: ["DispatchWork", "DispatchWork"],
 }
 
 

@@ -5,13 +5,17 @@ constants, reports violated (issue 21)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from leasefence.model import invariants
 from leasefence.model.check import explore
+from leasefence.model.flavours import Flavour
 from leasefence.model.live import LIVE_PROPERTIES
 from leasefence.model.livecheck import check_live
+from leasefence.model.state import State
+from leasefence.model.system import Bounds
 from leasefence.tlc.agree import bounds_of_config
 from leasefence.tlc.configs import TLA_DIR, all_configs, checked_properties, expectation
 from leasefence.tlc.liveagree import live_bounds_of_config
@@ -82,6 +86,51 @@ def test_each_new_twin_flavour_breaks_its_property_only(name: str) -> None:
     everything = set(invariants.STATE_INVARIANTS) | set(invariants.STEP_PROPERTIES)
     assert explore(b, only=everything - {name}).ok
     assert explore(b, only={name}).violated == [name]
+
+
+#: The twins of L3's failures and network (issue 21 "Why" 5), each with its config.
+L3_TWINS = {
+    Flavour.REFUSAL_BOOKS_FAILURE: "Buggy_L3_RefusalChangesNothing_Failures.cfg",
+    Flavour.REFUSAL_SENDS_WORK: "Buggy_L3_RefusalChangesNothing_Network.cfg",
+}
+
+#: Bounds small enough for the unit suite where both twins show (two work IDs of one task).
+L3_SMALL = Bounds(
+    task_of=(("w1", "s1"), ("w2", "s1")), max_wall=1, max_reboots=0, max_rollbacks=0, max_dups=0
+)
+
+
+def _l3_before_issue_21(before: State, after: State, b: Bounds) -> bool:
+    """L3 as it was: its attempts and leases part alone (the spec's L3Leases)."""
+    return invariants.l3_leases(before, after, b)
+
+
+@pytest.mark.parametrize("flavour", list(L3_TWINS), ids=[f.value for f in L3_TWINS])
+def test_each_l3_twin_breaks_l3_only_and_the_l3_of_attempts_and_leases_alone_misses_it(
+    flavour: Flavour, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert L3_TWINS[flavour] in must_fail_twins("L3_RefusalChangesNothing")
+    b = replace(L3_SMALL, flavour=flavour)
+    name = "L3_RefusalChangesNothing"
+    everything = set(invariants.STATE_INVARIANTS) | set(invariants.STEP_PROPERTIES)
+    assert explore(b, only=everything - {name}).ok
+    found = explore(b, only={"TypeOK", name})
+    assert found.violated == [name]
+    assert [step.label for step in found.trace[1:]] == [
+        ("DispatchWork", ("w1", 1)),
+        ("DispatchWork", ("w2", 2)),
+    ]
+    monkeypatch.setitem(invariants.STEP_PROPERTIES, name, _l3_before_issue_21)
+    assert explore(b, only={"TypeOK", name}).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flavour", list(L3_TWINS), ids=[f.value for f in L3_TWINS])
+def test_at_its_configs_bounds_each_l3_twin_passes_everything_but_l3(flavour: Flavour) -> None:
+    b = bounds_of_config(TLA_DIR / L3_TWINS[flavour])
+    assert b.flavour is flavour
+    everything = set(invariants.STATE_INVARIANTS) | set(invariants.STEP_PROPERTIES)
+    assert explore(b, only=everything - {"L3_RefusalChangesNothing"}).ok
 
 
 # Liveness (issue 21 point 3): the properties of tla/LeaseFenceLive.tla, each with a must-fail

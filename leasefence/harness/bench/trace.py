@@ -1,9 +1,9 @@
 """Benchmark of ``leasefence trace check``: replayed steps per second against the run's size.
 
 A run of N work items is synthesized with the master's own ``TraceWriter`` as ``leasefence run
---worker trivial`` makes it by default: two ranks, two work IDs per state task, pipeline depth
-16 under generation fencing (each rank holds up to 16 dispatches, each with its own ``[epoch,
-counter]``), pending work taken in catalogue order with a variant passed over while its task is
+--worker trivial`` makes it by default: two ranks, two work IDs per state task, the run's
+pipeline depth (``RunConfig.pipeline``, 64) under generation fencing (each rank holds up to that
+many dispatches, each with its own ``[epoch, counter]``), pending work taken in catalogue order with a variant passed over while its task is
 leased, each rank's results back in the order of its dispatches (about 2 lines per item). It is
 then validated in process; the figure is steps per CPU second. Linear validation keeps it flat
 as N grows (issue 18). The process's peak resident memory after each size shows how memory
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from leasefence.harness.bench.common import Say, Sizes
+from leasefence.impl.mpirun import RunConfig
 
 #: Items per synthesized run, by benchmark size name (``tiny`` is for the tests).
 ITEMS: dict[str, tuple[int, ...]] = {
@@ -34,8 +35,8 @@ def _id(kind: str, n: int) -> str:
     return hashlib.sha256(f"{kind}{n}".encode()).hexdigest()
 
 
-#: The run's defaults that shape its trace: ranks, pipeline depth.
-RANKS, DEPTH = (1, 2), 16
+#: The run's defaults that shape its trace: ranks, pipeline depth (``RunConfig.pipeline``).
+RANKS, DEPTH = (1, 2), RunConfig.pipeline
 
 
 def synthesize(path: Path, items: int) -> int:

@@ -247,7 +247,7 @@ ACTIONS: tuple[Action, ...] = (
         "LeaseState", "(c, t, r, g)", "coordinator",
         "coordinator.lease_state", "(c, task, worker, wall, mono, flavour, gen)",
         "coordinator.StateShardCoordinator.lease", "(task_id, worker, generation)",
-        None, ("lease_state", "stale_lease_state"),
+        None, ("lease_state", "stale_lease_state", "idle_lease_state"),
     ),
     Action(
         "CompleteState", "(c, t, r, g)", "coordinator",

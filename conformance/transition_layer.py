@@ -188,6 +188,10 @@ def summary(result: Result) -> str:
     )
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def run(bounds: Bounds, save: Path | None, branches: bool, jobs: int = 1) -> int:
     """``leasefence model transitions``: replay (``jobs`` processes), print covered/total (and,
     with ``branches``, in one process with the refusal probes, the branch coverage); 0 when
@@ -197,7 +201,7 @@ def run(bounds: Bounds, save: Path | None, branches: bool, jobs: int = 1) -> int
         result, found = measure(bounds, save)
     else:
         with _quiet():
-            result = replay(bounds, save, jobs=jobs)
+            result = replay(bounds, save, jobs=jobs, progress=_to_stderr)
     print(summary(result))
     for b in found:
         print(f"  {b.name}: {b.covered}/{b.total} branches ({b.ratio:.1%})")

@@ -223,9 +223,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_bounds_arguments(t)
     t.add_argument(
         "--profile",
-        choices=("quick", "ci", "deep", "pipelined"),
+        choices=("quick", "ci", "deep", "pipelined", "clock"),
         help="named bounds instead of the flags: quick (make test), ci (MCLeaseFence.cfg), deep, "
-        "pipelined (depth 2, generation fence, one rank)",
+        "pipelined (depth 2, generation fence, one rank), clock (wall 0-2 and a rollback: a "
+        "lease dated past the TTL)",
     )
     t.add_argument(
         "--save", type=Path, metavar="DIR", help="where a failing path is saved as a scenario"

@@ -75,6 +75,18 @@ def test_every_transition_at_the_deep_bounds_is_driven_through_the_implementatio
     assert result.covered == result.total
 
 
+def test_every_transition_through_a_lease_dated_past_the_ttl_is_driven() -> None:
+    # The quick and CI bounds keep the wall clock at 0 and 1: no rollback dates a lease more
+    # than the TTL ahead, so a master that never reclaims such a lease passed them.
+    g = tr.graph(tr.CLOCK)
+    ttl = tr.CLOCK.ttl
+    future = [s for s in g.states if any(x.updated - s.wall > ttl for _, x in s.journal.leases)]
+    assert len(future) == 36
+    result = tr.replay(tr.CLOCK)
+    assert not result.failures, result.failures[0].error
+    assert result.covered == result.total == 1572
+
+
 TINY = Bounds(max_wall=0, max_dups=0, max_leases=1, max_reboots=0, max_rollbacks=0, max_restarts=0)
 
 

@@ -188,6 +188,9 @@ class Replay:
     rollbacks: int = 0
     lost_steps: int = 0
     crashes: dict[str, int] = field(default_factory=dict)
+    #: A whole step lost to a kill and replayed at the restart that read it from disk: its name
+    #: and the state after it (``validate`` checks it as a step of its own, before the restart).
+    lost: tuple[str, State] | None = None
 
     def join(self, header: Header) -> None:
         """A restarted master appends its own Header: its work IDs join the bounds."""
@@ -297,6 +300,8 @@ def replay_restart_master(rp: Replay, ev: RestartMaster) -> str | None:
             # The journal part of a step, then this restart: the spec's Crash action; the
             # invariants are checked on its result, the restarted state, as for any step.
             rp.crashes[lost] = rp.crashes.get(lost, 0) + 1
+        elif lost is not None and problem is None:
+            rp.lost = (lost, rp.s)  # a whole step, then the restart: two steps of the model
         if problem is not None:
             return problem
     wants = None if ev.reclaimed is None else sorted(ev.reclaimed)
@@ -337,6 +342,15 @@ def validate(lines: Iterable[str] | Trace) -> TraceReport:
         rp.tick(ev.now)
         before = rp.s
         problem = rp.apply(ev)
+        if problem is None and rp.lost is not None:
+            # A step lost to a kill, replayed at this restart: checked as the step it was (its
+            # properties hold of it alone, not of it and the restart as one step).
+            (name, mid), rp.lost = rp.lost, None
+            if _BROKEN(before, mid, rp.b, checked):
+                problem = check_invariants(
+                    f"{name} (lost, read from disk at the restart)", before, mid, rp.b, checked
+                )
+            before = checked = mid
         if problem is None:
             after = rp.s
             if _BROKEN(before, after, rp.b, checked):

@@ -150,6 +150,20 @@ def test_a_step_made_durable_but_never_traced_before_a_kill_is_accepted_when_the
     assert report.crashes == {"CrashDispatchWork": 1}  # the journal half of a dispatch
 
 
+def test_a_whole_dispatch_lost_before_a_restart_validates_each_step_checked_on_its_own() -> None:
+    # The killed master leased W2 to rank 1 in the journal and in the coordinator, sent it, and
+    # died before tracing it. Replay runs the lost DispatchWork, then the restart: two model
+    # steps. Checked as one, L3 would see a message sent with no dispatch started (the restart
+    # forgets it): each step's properties are checked on that step alone.
+    disk = json.loads(json.dumps(DISK_AT_RESTART))
+    disk["journal"]["leases"] = {W2: [1, 106.7, "unix"]}
+    disk["journal"]["attempts"][W2] = 2
+    disk["coordinator"]["leases"] = {"s1": [1, 106.7, 1]}
+    report = validate([*GOOD[:8], _restart(disk)])
+    assert report.ok, report.divergence
+    assert (report.lost_steps, report.crashes) == (1, {})
+
+
 def test_a_disk_state_no_single_step_explains_is_a_divergence() -> None:
     disk = json.loads(json.dumps(DISK_AT_RESTART))
     disk["journal"]["completed"] = [W1, W3]  # W3's lease was reclaimed: nothing may complete it

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import mmap
 import os
 import pickle
 import signal
@@ -196,10 +195,6 @@ class Result:
     covered: int = 0
     paths: int = 0
     steps: int = 0
-    #: The steps actually driven (a prefix that paths share is driven once) and the processes
-    #: forked for it (``transition_tree``); without the tree, the paths' steps and none.
-    driven: int = 0
-    forks: int = 0
     seconds: float = 0.0
     failures: list[Failure] = field(default_factory=list)
 
@@ -231,7 +226,7 @@ def _call(m: SystemMachine, label: Label) -> None:
 
 
 def step(
-    g: Graph, m: SystemMachine, e: int, checked: bytearray | mmap.mmap, label: Label | None = None
+    g: Graph, m: SystemMachine, e: int, checked: bytearray, label: Label | None = None
 ) -> None:
     """Drive edge ``e`` (its label, or ``label`` in its place) on the machine and check that the
     machine's model reached the edge's target; its invariants are checked on both sides unless
@@ -353,9 +348,7 @@ def replay(
     outcomes = [share(0)] if jobs <= 1 else in_processes(jobs, share)
     done = [0] * len(paths)
     failed: list[tuple[int, str]] = []
-    for ran, failure, steps, forks in outcomes:
-        result.driven += steps
-        result.forks += forks
+    for ran, failure in outcomes:
         for i, n in ran:
             done[i] = n
         if failure is not None:
@@ -377,9 +370,8 @@ def replay(
 
 
 #: What one process's share of the paths gave: ``(path, edges driven)`` for each path run
-#: whole, the first failing path with its error (the share stops there), the steps driven
-#: and the processes forked (``transition_tree``: a prefix shared by paths is driven once).
-Outcomes = tuple[list[tuple[int, int]], tuple[int, str] | None, int, int]
+#: whole, and the first failing path with its error (the share stops there).
+Outcomes = tuple[list[tuple[int, int]], tuple[int, str] | None]
 
 
 #: How often (in paths) ``replay``'s ``progress`` hears from each process.
@@ -407,8 +399,8 @@ def _run_share(
         try:
             ran.append((i, run_path(g, paths[i], machine, checked, probed)))
         except AssertionError as error:
-            return ran, (i, str(error)), sum(n for _, n in ran), 0
-    return ran, None, sum(n for _, n in ran), 0
+            return ran, (i, str(error))
+    return ran, None
 
 
 T = TypeVar("T")

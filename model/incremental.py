@@ -201,7 +201,8 @@ class Diff:
         )
 
     def index(self) -> ActiveIndex:
-        """The index of ``b``'s active dispatches."""
+        """The index of ``b``'s active dispatches. Read it before the next step's: that one is
+        made by editing this one in place (``_indexed``)."""
         return _indexed(self.b.active, self.a.active, self.moves)
 
 

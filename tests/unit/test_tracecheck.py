@@ -645,7 +645,7 @@ def test_a_run_whose_ranks_are_given_more_generations_than_the_model_checker_bou
     from leasefence.harness.bench.trace import synthesize
 
     path = tmp_path / "trace.ndjson"
-    synthesize(path, 500)  # two ranks, pipeline 16, generation fence: counters up to 250
+    synthesize(path, 500)  # two ranks, the run's pipeline, generation fence: counters up to 250
     with path.open(encoding="utf-8") as fh:
         report = validate(fh)
     assert report.ok, report.divergence

@@ -16,7 +16,7 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    record appended and fsynced on every change (``leasefence run --sync
                    always``).
 ``master-group``   ``Master.open(..., group_commit=True, depth_by_ttl=True)`` at ``leasefence
-                   run``'s default depth (16, each rank given as many as its gap between
+                   run``'s default depth (64, each rank given as many as its gap between
                    results allows: ``Master.depth``), its defaults since issue 19:
                    ``master_dispatch`` decides on every result already waiting, then commits
                    the journal (one write, one fsync) and the coordinator (one append, one

@@ -19,7 +19,8 @@ def active_lease(c: Coordinator, task: str) -> StateLease | None:
     return lease if lease is not None and lease.epoch == c.epoch else None
 
 
-def _add(c: Coordinator, task: str, delta: Stats) -> Map[str, Stats]:
+def add_stats(c: Coordinator, task: str, delta: Stats) -> Map[str, Stats]:
+    """AddStats(c, t, ...): the statistics with ``delta`` booked for ``task``."""
     old = get(c.stats, task) or Stats()
     return put(
         c.stats,
@@ -80,7 +81,7 @@ def complete_state(
         return False, c
     return True, c._replace(
         leases=drop(c.leases, task),
-        stats=_add(c, task, Stats(completions=1, reward=reward, cost=cost)),
+        stats=add_stats(c, task, Stats(completions=1, reward=reward, cost=cost)),
     )
 
 
@@ -94,7 +95,7 @@ def abandon_state(
     if not _owned(c, task, worker, gen):
         return False, c
     return True, c._replace(
-        leases=drop(c.leases, task), stats=_add(c, task, Stats(failures=1, cost=cost))
+        leases=drop(c.leases, task), stats=add_stats(c, task, Stats(failures=1, cost=cost))
     )
 
 

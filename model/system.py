@@ -297,9 +297,8 @@ def _refusal_twin(s: State, work: str, task: str, rank: int, gen: int, b: Bounds
     ``REFUSAL_SENDS_WORK`` sends the WORK message all the same."""
     if b.flavour is Flavour.REFUSAL_BOOKS_FAILURE:  # AddStats(c, t, 0, 1, 0, 1)
         c = s.coordinator
-        old = get(c.stats, task) or Stats()
-        booked = old._replace(failures=old.failures + 1, cost=old.cost + 1)
-        return s._replace(coordinator=c._replace(stats=put(c.stats, task, booked)))
+        booked = co.add_stats(c, task, Stats(failures=1, cost=1))
+        return s._replace(coordinator=c._replace(stats=booked))
     net, gnet = _send(s, work, rank, gen, b)
     return s._replace(net=net, gnet=gnet)
 

@@ -22,6 +22,10 @@ in flight), and the definitions in ``model.invariants`` read every entry at ever
   epoch changed, or when a dispatch is held twice.
 - ``NoStuckLease`` holds in every state under every flavour but ``MONOTONIC_PERSISTED`` (it is
   a property of the rule, see ``no_stuck_lease``); under that one it reads the leases.
+- ``L5_LegacyMigratable`` asks the rule of the untagged leases only (a Unix lease is not its
+  business), found in a list of them carried from step to step and edited by the leases the step
+  changed: a real run holds ``pipeline`` leases per rank, all tagged, and reading them all at
+  every step was an eighth of the replay.
 - ``L4_UnixClockDomain`` reads the leases, and only across a reboot.
 - The other invariants read the leases only: at most a few per rank in a real run. They are the
   functions of ``model.invariants`` themselves.
@@ -45,8 +49,8 @@ from typing import Any, NamedTuple
 from leasefence.model import invariants as full
 from leasefence.model.coordinator import active_lease
 from leasefence.model.flavours import Flavour
-from leasefence.model.rules import CLOCKS
-from leasefence.model.state import Dispatch, State, changed, get, unshared
+from leasefence.model.rules import CLOCK_UNIX, CLOCKS, reclaimable
+from leasefence.model.state import Dispatch, Lease, Map, State, changed, get, unshared
 from leasefence.model.system import Bounds
 
 Pair = tuple[int, Dispatch]
@@ -127,9 +131,33 @@ def _indexed(
     return index
 
 
-def _keys(a: Any, b: Any) -> Sequence[Any]:
-    """``changed(a, b)``, at once for the same object (most steps leave most parts as they were)."""
-    return () if a is b else changed(a, b)
+#: The untagged journal leases of the last few lease maps, each kept with its map (as ``_INDEX``).
+_UNTAGGED: dict[int, tuple[Map[str, Lease], tuple[str, ...]]] = {}
+
+
+def _untagged(
+    leases: Map[str, Lease], since: Map[str, Lease], keys: Sequence[str]
+) -> tuple[str, ...]:
+    """The work IDs of the leases in ``leases`` without the Unix tag: made from those of
+    ``since`` if at hand (``keys``: the work IDs whose lease differs between the two), else read
+    in full."""
+    hit = _UNTAGGED.get(id(leases))
+    if hit is not None and hit[0] is leases:
+        return hit[1]
+    base = _UNTAGGED.get(id(since))
+    if base is None or base[0] is not since:
+        out = tuple(w for w, x in leases if x.clock != CLOCK_UNIX)
+    else:
+        kept = [w for w in base[1] if w not in keys] if base[1] else []
+        for w in keys:
+            x = get(leases, w)
+            if x is not None and x.clock != CLOCK_UNIX:
+                kept.append(w)
+        out = tuple(sorted(kept)) if kept else ()
+    if len(_UNTAGGED) >= _INDEX_SIZE:
+        _UNTAGGED.clear()
+    _UNTAGGED[id(leases)] = (leases, out)
+    return out
 
 
 class Diff:
@@ -169,21 +197,33 @@ class Diff:
     def __init__(self, a: State, b: State) -> None:
         self.a, self.b = a, b
         ja, jb, ca, cb = a.journal, b.journal, a.coordinator, b.coordinator
+        # ``changed`` where the two parts are not the same object (most steps leave most parts
+        # as they were), written out: this runs at every step of a trace.
+        x: Any
+        y: Any
         if ja is jb:
             self.leases = self.completed = self.attempts = ()
         else:
-            self.leases = _keys(ja.leases, jb.leases)
-            self.completed = _keys(ja.completed, jb.completed)
-            self.attempts = _keys(ja.attempts, jb.attempts)
+            x, y = ja.leases, jb.leases
+            self.leases = () if x is y else changed(x, y)
+            x, y = ja.completed, jb.completed
+            self.completed = () if x is y else changed(x, y)
+            x, y = ja.attempts, jb.attempts
+            self.attempts = () if x is y else changed(x, y)
         if ca is cb:
             self.state_leases = self.stats = ()
         else:
-            self.state_leases = _keys(ca.leases, cb.leases)
-            self.stats = _keys(ca.stats, cb.stats)
+            x, y = ca.leases, cb.leases
+            self.state_leases = () if x is y else changed(x, y)
+            x, y = ca.stats, cb.stats
+            self.stats = () if x is y else changed(x, y)
         self.epoch_same = ca.epoch == cb.epoch
-        self.net = _keys(a.net, b.net)
-        self.gnet = _keys(a.gnet, b.gnet)
-        self.gens = _keys(a.gens, b.gens)
+        x, y = a.net, b.net
+        self.net = () if x is y else changed(x, y)
+        x, y = a.gnet, b.gnet
+        self.gnet = () if x is y else changed(x, y)
+        x, y = a.gens, b.gens
+        self.gens = () if x is y else changed(x, y)
         self.moves = _moves(a.active, b.active)
 
     def shared_with(self, a: State) -> bool:
@@ -331,6 +371,18 @@ def _l6_no_inherited_ownership(s: State, b: Bounds, since: State, d: Diff) -> bo
     return True
 
 
+# L5: A legacy monotonic record without a clock tag is migratable and never becomes a permanent future lease.
+def _l5_legacy_migratable(s: State, b: Bounds, since: State, d: Diff) -> bool:
+    # Only the untagged leases are read: the property asks nothing of the others.
+    leases = s.journal.leases
+    for w in _untagged(leases, since.journal.leases, d.leases):
+        x = get(leases, w)
+        assert x is not None
+        if not reclaimable(x.updated, x.clock, s.wall, s.mono, b.ttl, b.flavour):
+            return False
+    return True
+
+
 # Beyond F314: per task, the coordinator never books more completions than the journal holds completed work IDs of it.
 def _completions_accounted(s: State, b: Bounds, since: State, d: Diff) -> bool:
     # Only the tasks whose statistics or completed work IDs changed are read.
@@ -445,6 +497,7 @@ DIFF_STATE: dict[str, DiffCheck] = {
     "TypeOK": _type_ok,
     "L1_SingleOwner": _l1_single_owner,
     "L2_OwnerFenced": _l2_owner_fenced,
+    "L5_LegacyMigratable": _l5_legacy_migratable,
     "L6_NoInheritedOwnership": _l6_no_inherited_ownership,
     "CompletionsAccounted": _completions_accounted,
 }
@@ -458,6 +511,7 @@ DIFF_STEP: dict[str, DiffStep] = {
 type_ok = _state_form("TypeOK", _type_ok)
 l1_single_owner = _state_form("L1_SingleOwner", _l1_single_owner)
 l2_owner_fenced = _state_form("L2_OwnerFenced", _l2_owner_fenced)
+l5_legacy_migratable = _state_form("L5_LegacyMigratable", _l5_legacy_migratable)
 l6_no_inherited_ownership = _state_form("L6_NoInheritedOwnership", _l6_no_inherited_ownership)
 completions_accounted = _state_form("CompletionsAccounted", _completions_accounted)
 l3_refusal_changes_nothing = _step_form(_l3_refusal_changes_nothing)
@@ -488,6 +542,7 @@ INCREMENTAL_STATE: dict[str, StateCheck] = {
     "TypeOK": type_ok,
     "L1_SingleOwner": l1_single_owner,
     "L2_OwnerFenced": l2_owner_fenced,
+    "L5_LegacyMigratable": l5_legacy_migratable,
     "L6_NoInheritedOwnership": l6_no_inherited_ownership,
     "CompletionsAccounted": completions_accounted,
     "NoStuckLease": no_stuck_lease,

@@ -2,55 +2,60 @@
 pastes back as Python.
 
 A map (``Map``) is a sorted tuple of ``(key, value)`` pairs holding only the keys present while it
-has at most ``SMALL`` entries, and a ``Chunked`` map beyond; a set of IDs (``Ids``) is a
-``frozenset`` up to ``SMALL`` members and a ``ChunkedSet`` beyond. Which form a value takes is a
+has at most ``SMALL`` entries, and a ``Hamt`` map beyond; a set of IDs (``Ids``) is a
+``frozenset`` up to ``SMALL`` members and a ``HamtSet`` beyond. Which form a value takes is a
 function of its size alone, so equal contents always have the same form and states hash, compare
 and print deterministically. The model checker's states are all small: its hot path runs on
-plain tuples and frozensets (C code). A run of 10⁵ work IDs grows chunked values: an edit copies
-one chunk, and ``changed`` finds what a step changed without reading everything (between a value
-and one it was edited from a few edits before, by reading only the keys of those edits). The helpers
+plain tuples and frozensets (C code). A run of 10⁵ work IDs grows large values: a hash array
+mapped trie (``immutables.Map``, C code) underneath, read and edited in time that does not grow
+with the map, and ``changed`` finds what a step changed without reading everything (between a
+value and one it was edited from a few edits before, by reading only the keys of those edits). The helpers
 below (``get``, ``put``, ``drop``, ``add``, ``discard``, ``changed``) are the only way the model
 reads by key and edits them.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import abc
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain, compress, count
-from math import isqrt
+from itertools import compress, count
 from operator import is_not
 from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 from weakref import ref
 
+from immutables import Map as _Trie
+
 
 class _Ordered(Protocol):
-    """A key that sorts: what ``sorted`` and ``bisect`` need."""
+    """A key that sorts and hashes: what ``sorted``, ``bisect`` and a ``Hamt`` need."""
 
     def __lt__(self, other: Any, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
 
 
 K = TypeVar("K", bound=_Ordered)
 V = TypeVar("V")
 
-#: Most entries a map or set holds in its plain form (tuple, frozenset); beyond, it is chunked.
-#: A chunk holding more keys than this, or than twice the square root of the map's size, is
-#: split in two: chunks and the list of chunks then grow alike, as the square root of the size.
+#: Most entries a map or set holds in its plain form (tuple, frozenset); beyond, it is a ``Hamt``.
 SMALL = 64
-#: How many edits back a chunked map remembers the maps it was edited from (``Chunked.changed``).
+#: How many edits back a ``Hamt`` remembers the maps it was edited from (``Hamt.changed``).
 LINEAGE = 4
 
 _NO_LINEAGE: tuple[Any, ...] = ()
 _ABSENT: Any = object()
 
 
-class Chunked(Generic[K, V]):
-    """An immutable map of more than ``SMALL`` entries, keys in sorted order: ``Chunked({...})``.
+class Hamt(Generic[K, V]):
+    """An immutable map of more than ``SMALL`` entries that reads as its sorted tuple of pairs:
+    ``Hamt({...})``.
 
-    Stored as consecutive chunks of sorted keys with their values (a two-level B-tree): ``get``
-    is two bisections, ``set`` and ``delete`` copy one chunk and the list of chunks. Iterates as
-    the sorted tuple of pairs it stands for.
+    Stored as a hash array mapped trie (``immutables.Map``, in C): ``get`` is a few hashed
+    steps, ``set`` and ``delete`` copy one path of the trie (at most seven nodes of 32 slots), so
+    neither grows with the map in practice. It iterates, compares, hashes and prints as the
+    sorted tuple of pairs it stands for (that tuple is made once, when first asked for: the
+    model never iterates a large map on a replay's hot path).
 
     Lineage: a map made by ``set`` or ``delete`` remembers, by weak reference, the maps it was
     edited from (up to ``LINEAGE`` edits back) and the key of each edit, so ``changed`` between
@@ -58,190 +63,106 @@ class Chunked(Generic[K, V]):
     of the value: equality, hash, ``repr`` and pickling ignore it.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_edits",
-        "_firsts",
-        "_hash",
-        "_keys",
-        "_len",
-        "_origins",
-        "_sure",
-        "_vals",
-    )
+    __slots__ = ("__weakref__", "_edits", "_hash", "_m", "_origins", "_pairs", "_sure")
 
-    _keys: tuple[tuple[K, ...], ...]
-    _vals: tuple[tuple[V, ...], ...]
-    _firsts: tuple[K, ...]
-    _len: int
+    _m: _Trie[K, V]
     _hash: int | None
+    _pairs: tuple[tuple[K, V], ...] | None
     #: Weak references to the maps this one was edited from, the nearest first, and the key of
     #: each edit since: ``_edits[: i + 1]`` are the keys edited since ``_origins[i]``.
-    _origins: tuple[ref[Chunked[K, V]], ...]
+    _origins: tuple[ref[Hamt[K, V]], ...]
     _edits: tuple[K, ...]
     #: Whether the last edit certainly changed its entry (a value of another type may be equal).
     _sure: bool
 
     def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]]) -> None:
-        pairs = sorted(dict(items).items())
-        if len(pairs) <= SMALL:
-            raise ValueError(f"a chunked map holds more than {SMALL} entries (use as_map)")
-        half = max(SMALL, 2 * isqrt(len(pairs))) // 2
-        keys = tuple(tuple(k for k, _ in pairs[i : i + half]) for i in range(0, len(pairs), half))
-        vals = tuple(tuple(v for _, v in pairs[i : i + half]) for i in range(0, len(pairs), half))
-        self._keys, self._vals, self._len, self._hash = keys, vals, len(pairs), None
-        self._firsts = tuple(ks[0] for ks in keys)
+        m: _Trie[K, V] = _Trie(dict(items))
+        if len(m) <= SMALL:
+            raise ValueError(f"a Hamt holds more than {SMALL} entries (use as_map)")
+        self._m, self._hash, self._pairs = m, None, None
         self._origins = self._edits = _NO_LINEAGE
         self._sure = False
 
-    def __reduce__(self) -> tuple[type[Chunked[K, V]], tuple[dict[K, V]]]:
+    def __reduce__(self) -> tuple[type[Hamt[K, V]], tuple[dict[K, V]]]:
         """Pickled and copied as its pairs (a copy has no lineage)."""
-        return Chunked, (dict(self),)
+        return Hamt, (dict(self._m.items()),)
 
-    def _edited(
-        self,
-        sure: bool,
-        key: K,
-        keys: tuple[tuple[K, ...], ...],
-        vals: tuple[tuple[V, ...], ...],
-        firsts: tuple[K, ...],
-        size: int,
-    ) -> Chunked[K, V]:
-        """The map of these chunks, made from this one by an edit at ``key``."""
-        m: Chunked[K, V] = Chunked.__new__(Chunked)
-        m._keys, m._vals, m._firsts, m._len, m._hash = keys, vals, firsts, size, None
-        m._origins = (ref(self), *self._origins[: LINEAGE - 1])
-        m._edits = (key, *self._edits[: LINEAGE - 1])
-        m._sure = sure
-        return m
-
-    def _find(self, key: K) -> tuple[int, int, bool]:
-        """(chunk, position in it, whether ``key`` is there); ``key`` belongs at that place."""
-        i = max(bisect_right(self._firsts, key) - 1, 0)
-        ks = self._keys[i]
-        j = bisect_left(ks, key)
-        return i, j, j < len(ks) and ks[j] == key
+    def _edited(self, sure: bool, key: K, m: _Trie[K, V]) -> Hamt[K, V]:
+        """The map of trie ``m``, made from this one by an edit at ``key``."""
+        h: Hamt[K, V] = Hamt.__new__(Hamt)
+        h._m, h._hash, h._pairs = m, None, None
+        h._origins = (ref(self), *self._origins[: LINEAGE - 1])
+        h._edits = (key, *self._edits[: LINEAGE - 1])
+        h._sure = sure
+        return h
 
     def get(self, key: K) -> V | None:
         """The value at ``key``, or None."""
-        i = bisect_right(self._firsts, key) - 1
-        if i < 0:  # before the first key
-            return None
-        ks = self._keys[i]
-        j = bisect_left(ks, key)
-        return self._vals[i][j] if j < len(ks) and ks[j] == key else None
+        return self._m.get(key)
 
     def _has(self, key: K) -> bool:
-        i = bisect_right(self._firsts, key) - 1
-        if i < 0:  # before the first key
-            return False
-        ks = self._keys[i]
-        j = bisect_left(ks, key)
-        return j < len(ks) and ks[j] == key
+        return key in self._m
 
     def __getitem__(self, key: K) -> V:
-        i, j, hit = self._find(key)
-        if hit:
-            return self._vals[i][j]
-        raise KeyError(key)
+        return self._m[key]
 
     def __contains__(self, key: object) -> bool:
-        return self._has(key)  # type: ignore[arg-type]
+        return key in self._m
 
-    def set(self, key: K, value: V) -> Chunked[K, V]:
+    def set(self, key: K, value: V) -> Hamt[K, V]:
         """This map with ``key`` set to ``value`` (itself when it already holds exactly that)."""
-        i, j, hit = self._find(key)
-        ks, vs = self._keys[i], self._vals[i]
-        if hit:
-            old = vs[j]
-            if old is value:
-                return self
+        old = self._m.get(key, _ABSENT)
+        if old is value:
+            return self
+        sure = True
+        if old is not _ABSENT:
             sure = old != value
             if not sure and type(old) is type(value):
                 return self
-            vals = self._vals  # the same keys: only one chunk of values is copied
-            return self._edited(
-                sure,
-                key,
-                self._keys,
-                (*vals[:i], (*vs[:j], value, *vs[j + 1 :]), *vals[i + 1 :]),
-                self._firsts,
-                self._len,
-            )
-        nks, nvs, size = (*ks[:j], key, *ks[j:]), (*vs[:j], value, *vs[j:]), self._len + 1
-        keys, vals, firsts = self._keys, self._vals, self._firsts
-        if len(nks) <= SMALL or len(nks) <= 2 * isqrt(size):
-            m = self._edited(
-                True,
-                key,
-                (*keys[:i], nks, *keys[i + 1 :]),
-                (*vals[:i], nvs, *vals[i + 1 :]),
-                firsts if j else (*firsts[:i], key, *firsts[i + 1 :]),
-                size,
-            )
-        else:
-            h = len(nks) // 2  # split the chunk in two
-            m = self._edited(
-                True,
-                key,
-                (*keys[:i], nks[:h], nks[h:], *keys[i + 1 :]),
-                (*vals[:i], nvs[:h], nvs[h:], *vals[i + 1 :]),
-                (*firsts[:i], nks[0], nks[h], *firsts[i + 1 :]),
-                size,
-            )
-        return m
+        return self._edited(sure, key, self._m.set(key, value))
 
     def delete(self, key: K) -> Map[K, V]:
         """This map without ``key`` (itself when ``key`` is absent; a tuple once small)."""
-        i, j, hit = self._find(key)
-        if not hit:
+        if key not in self._m:
             return self
-        if self._len - 1 <= SMALL:
-            return tuple(kv for kv in self if kv[0] != key)
-        ks, vs = self._keys[i], self._vals[i]
-        nks, nvs = ks[:j] + ks[j + 1 :], vs[:j] + vs[j + 1 :]
-        new_k, new_v, new_f = ((nks,), (nvs,), (nks[0],)) if nks else ((), (), ())
-        return self._edited(
-            True,
-            key,
-            self._keys[:i] + new_k + self._keys[i + 1 :],
-            self._vals[:i] + new_v + self._vals[i + 1 :],
-            self._firsts[:i] + new_f + self._firsts[i + 1 :],
-            self._len - 1,
-        )
+        if len(self._m) - 1 <= SMALL:
+            return tuple(kv for kv in self._sorted() if kv[0] != key)
+        return self._edited(True, key, self._m.delete(key))
+
+    def _sorted(self) -> tuple[tuple[K, V], ...]:
+        """The sorted tuple of pairs this map stands for (made once)."""
+        if self._pairs is None:
+            self._pairs = tuple(sorted(self._m.items()))
+        return self._pairs
 
     def keys(self) -> Iterator[K]:
         """The keys, in order."""
-        return chain.from_iterable(self._keys)
+        return (k for k, _ in self._sorted())
 
     def __iter__(self) -> Iterator[tuple[K, V]]:
         """The ``(key, value)`` pairs, in key order (as the sorted tuple this map stands for)."""
-        return chain.from_iterable(map(zip, self._keys, self._vals))
+        return iter(self._sorted())
 
     def __len__(self) -> int:
-        return self._len
+        return len(self._m)
 
     def __eq__(self, other: object) -> bool:
         if other is self:
             return True
-        if not isinstance(other, Chunked):
+        if not isinstance(other, Hamt):
             return NotImplemented
-        if self._len != other._len:
-            return False
-        if self._firsts == other._firsts:  # same chunks if the same keys: compare in C
-            return self._keys == other._keys and self._vals == other._vals
-        return tuple(self) == tuple(other)
+        return bool(self._m == other._m)
 
     def __hash__(self) -> int:
         """The hash of the sorted tuple of pairs (computed once)."""
         if self._hash is None:
-            self._hash = hash(tuple(self))
+            self._hash = hash(self._sorted())
         return self._hash
 
     def __repr__(self) -> str:
-        return f"Chunked({dict(self)!r})"
+        return f"Hamt({dict(self._sorted())!r})"
 
-    def _since(self, other: Chunked[K, V]) -> tuple[K, ...] | None:
+    def _since(self, other: Hamt[K, V]) -> tuple[K, ...] | None:
         """The keys edited since ``other``, if ``other`` is a recent ancestor (else None)."""
         for i, origin in enumerate(self._origins):
             if origin() is other:
@@ -250,15 +171,13 @@ class Chunked(Generic[K, V]):
 
     def _entry(self, key: K) -> tuple[V] | tuple[()]:
         """``(value,)`` at ``key``, or ``()`` when absent (values may be None)."""
-        i, j, hit = self._find(key)
-        return (self._vals[i][j],) if hit else ()
+        m = self._m
+        return (m[key],) if key in m else ()
 
-    def changed(self, other: Chunked[K, V]) -> list[K]:
+    def changed(self, other: Hamt[K, V]) -> list[K]:
         """The keys whose entry differs between this map and ``other`` (present in one only, or
         with unequal values). When one was edited from the other a few edits ago (its lineage),
-        only the keys edited in between are read. Otherwise chunks the two share are skipped
-        unread, and within a chunk only the stretch between the first and the last difference
-        is read."""
+        only the keys edited in between are read; otherwise every entry is."""
         a, b = self, other
         if b._origins and b._origins[0]() is a and b._sure:  # the common case: one edit
             return [b._edits[0]]
@@ -269,81 +188,45 @@ class Chunked(Generic[K, V]):
             edited = a._since(b)
         if edited is not None:  # an edit may have been undone by a later one: compare each key
             return [k for k in dict.fromkeys(edited) if a._entry(k) != b._entry(k)]
-        if len(a._keys) == len(b._keys):
-            at = set(compress(count(), map(is_not, a._keys, b._keys)))
-            at.update(compress(count(), map(is_not, a._vals, b._vals)))
-            pairs = [(a._keys[i], a._vals[i], b._keys[i], b._vals[i]) for i in sorted(at)]
-        else:  # a chunk was split or emptied: compare every chunk the two do not share
-            ids_a = {
-                (id(k), id(v)): n for n, (k, v) in enumerate(zip(a._keys, a._vals, strict=True))
-            }
-            ids_b = {
-                (id(k), id(v)): n for n, (k, v) in enumerate(zip(b._keys, b._vals, strict=True))
-            }
-            mine = [n for key, n in ids_a.items() if key not in ids_b]
-            theirs = [n for key, n in ids_b.items() if key not in ids_a]
-            pairs = [
-                (
-                    tuple(chain.from_iterable(a._keys[n] for n in mine)),
-                    tuple(chain.from_iterable(a._vals[n] for n in mine)),
-                    tuple(chain.from_iterable(b._keys[n] for n in theirs)),
-                    tuple(chain.from_iterable(b._vals[n] for n in theirs)),
-                )
-            ]
-        out: list[K] = []
-        da: dict[K, V] = {}
-        db: dict[K, V] = {}
-        for ka, va, kb, vb in pairs:
-            if ka is kb:  # the same keys: compare the values in place
-                out += [ka[i] for i in compress(count(), map(is_not, va, vb)) if va[i] != vb[i]]
-                continue
-            n, m = len(ka), len(kb)
-            p = next(compress(count(), map(is_not, ka, kb)), min(n, m))
-            q = next(compress(count(), map(is_not, reversed(ka), reversed(kb))), min(n, m))
-            q = min(q, min(n, m) - p)  # same keys in ka[:p], kb[:p] and in the last q of both
-            out += [ka[i] for i in compress(count(), map(is_not, va[:p], vb[:p])) if va[i] != vb[i]]
-            out += [
-                ka[n - q + i]
-                for i in compress(count(), map(is_not, va[n - q :], vb[m - q :]))
-                if va[n - q + i] != vb[m - q + i]
-            ]
-            da.update(zip(ka[p : n - q], va[p : n - q], strict=True))
-            db.update(zip(kb[p : m - q], vb[p : m - q], strict=True))
-        out += da.keys() ^ db.keys()
-        out += [k for k in da.keys() & db.keys() if da[k] is not db[k] and da[k] != db[k]]
+        ma, mb = a._m, b._m
+        out: list[K] = [k for k in ma if k not in mb]
+        for k, v in mb.items():
+            old = ma.get(k, _ABSENT)
+            if old is not v and (old is _ABSENT or old != v):
+                out.append(k)
         return out
 
 
-class ChunkedSet(abc.Set[K]):
-    """An immutable set of more than ``SMALL`` members, in sorted order: ``ChunkedSet({...})``;
-    a ``Chunked`` map to None underneath."""
+class HamtSet(abc.Set[K]):
+    """An immutable set of more than ``SMALL`` members that reads as its sorted members:
+    ``HamtSet({...})``; a ``Hamt`` map to None underneath."""
 
     __slots__ = ("_cached_hash", "_map")
 
     def __init__(self, members: Iterable[K]) -> None:
-        self._map: Chunked[K, None] = Chunked((m, None) for m in members)
+        self._map: Hamt[K, None] = Hamt((m, None) for m in members)
         self._cached_hash: int | None = None
 
     @classmethod
-    def _of(cls, m: Chunked[K, None]) -> ChunkedSet[K]:
-        s: ChunkedSet[K] = cls.__new__(cls)
+    def _of(cls, m: Hamt[K, None]) -> HamtSet[K]:
+        s: HamtSet[K] = cls.__new__(cls)
         s._map, s._cached_hash = m, None
         return s
 
-    def add(self, member: K) -> ChunkedSet[K]:
+    def add(self, member: K) -> HamtSet[K]:
         """This set with ``member`` (itself when already there)."""
         m = self._map.set(member, None)
-        return self if m is self._map else ChunkedSet._of(m)
+        return self if m is self._map else HamtSet._of(m)
 
     def discard(self, member: K) -> Ids[K]:
         """This set without ``member`` (itself when absent; a frozenset once small)."""
         m = self._map.delete(member)
         if m is self._map:
             return self
-        return ChunkedSet._of(m) if isinstance(m, Chunked) else frozenset(k for k, _ in m)
+        return HamtSet._of(m) if isinstance(m, Hamt) else frozenset(k for k, _ in m)
 
     def __contains__(self, member: object) -> bool:
-        return self._map._has(member)  # type: ignore[arg-type]
+        return member in self._map._m
 
     def __iter__(self) -> Iterator[K]:
         return self._map.keys()
@@ -352,7 +235,7 @@ class ChunkedSet(abc.Set[K]):
         return len(self._map)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, ChunkedSet):
+        if isinstance(other, HamtSet):
             return other is self or self._map == other._map
         return NotImplemented
 
@@ -363,25 +246,25 @@ class ChunkedSet(abc.Set[K]):
         return self._cached_hash
 
     def __repr__(self) -> str:
-        return f"ChunkedSet({{{', '.join(repr(m) for m in self)}}})"
+        return f"HamtSet({{{', '.join(repr(m) for m in self)}}})"
 
 
-#: A map: a sorted tuple of (key, value) pairs up to ``SMALL`` entries, else ``Chunked``.
-Map: TypeAlias = tuple[tuple[K, V], ...] | Chunked[K, V]
-#: A set: a frozenset up to ``SMALL`` members, else ``ChunkedSet``.
-Ids: TypeAlias = frozenset[K] | ChunkedSet[K]
+#: A map: a sorted tuple of (key, value) pairs up to ``SMALL`` entries, else ``Hamt``.
+Map: TypeAlias = tuple[tuple[K, V], ...] | Hamt[K, V]
+#: A set: a frozenset up to ``SMALL`` members, else ``HamtSet``.
+Ids: TypeAlias = frozenset[K] | HamtSet[K]
 
 
 def as_map(items: Mapping[K, V] | Iterable[tuple[K, V]]) -> Map[K, V]:
     """The map holding ``items`` (a dict, or pairs; a later pair wins), in its form for its size."""
     pairs = dict(items)
-    return Chunked(pairs) if len(pairs) > SMALL else tuple(sorted(pairs.items()))
+    return Hamt(pairs) if len(pairs) > SMALL else tuple(sorted(pairs.items()))
 
 
 def as_ids(members: Iterable[K]) -> Ids[K]:
     """The set holding ``members``, in its form for its size."""
     s = frozenset(members)
-    return ChunkedSet(s) if len(s) > SMALL else s
+    return HamtSet(s) if len(s) > SMALL else s
 
 
 def get(m: Map[K, V], key: K) -> V | None:
@@ -394,7 +277,7 @@ def get(m: Map[K, V], key: K) -> V | None:
             if k == key:
                 return v
         return None
-    return m.get(key)  # type: ignore[union-attr]
+    return m._m.get(key)  # type: ignore[union-attr]  # a Hamt
 
 
 def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:
@@ -409,7 +292,7 @@ def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:
             break
     else:
         out = (*m, (key, value))
-    return Chunked(out) if len(out) > SMALL else out
+    return Hamt(out) if len(out) > SMALL else out
 
 
 def drop(m: Map[K, V], key: K) -> Map[K, V]:
@@ -429,7 +312,7 @@ def add(s: Ids[K], member: K) -> Ids[K]:
     if member in s:
         return s
     out = s | {member}
-    return ChunkedSet(out) if len(out) > SMALL else out
+    return HamtSet(out) if len(out) > SMALL else out
 
 
 def discard(s: Ids[K], member: K) -> Ids[K]:
@@ -443,24 +326,49 @@ T = TypeVar("T")
 
 
 def unshared(a: tuple[T, ...], b: tuple[T, ...]) -> tuple[tuple[T, ...], tuple[T, ...]]:
-    """``a`` and ``b`` without the items both hold, the same objects, at the same place from
-    either end: what an edit (``put``, ``drop``) did not copy, found by identity in C."""
+    """``a`` and ``b`` without the longest prefix and suffix they share: what an edit (``put``,
+    ``drop``, ``system._add``) did not copy, the same objects at the same place from either end.
+    A long tuple is cut where a bisection on identity says once the stretches left out are
+    confirmed equal (one comparison in C), else (a difference before items that are the same)
+    by a scan; a short one by a scan."""
     n, m = len(a), len(b)
     lim = min(n, m)
+    if lim > _SCAN:
+        lo, hi = 0, lim
+        while lo < hi:  # the first place from the start holding two objects
+            mid = (lo + hi) // 2
+            if a[mid] is b[mid]:
+                lo = mid + 1
+            else:
+                hi = mid
+        if not lo or a[:lo] == b[:lo]:
+            i, lo, hi = lo, 0, lim - lo
+            while lo < hi:  # the same from the end, in what is left
+                mid = (lo + hi) // 2
+                if a[n - 1 - mid] is b[m - 1 - mid]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if not lo or a[n - lo :] == b[m - lo :]:
+                return a[i : n - lo], b[i : m - lo]
     i = next(compress(count(), map(is_not, a, b)), lim)
     j = min(next(compress(count(), map(is_not, reversed(a), reversed(b))), lim), lim - i)
     return a[i : n - j], b[i : m - j]
 
 
+#: Tuples up to this length are compared by a scan in ``unshared`` (cheaper than a bisection).
+_SCAN = 16
+
+
 def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
     """The keys (of maps) or members (of sets) in which ``a`` and ``b`` differ: present in one
-    only, or with unequal values. Chunked values read only the chunks a step did not share."""
+    only, or with unequal values. A ``Hamt`` reads only the keys edited in between (``Hamt.changed``)."""
     if a is b:
         return []
     ta, tb = type(a), type(b)
-    if ta is Chunked and tb is Chunked:
+    if ta is Hamt and tb is Hamt:
         return a.changed(b)  # type: ignore[union-attr,arg-type]
-    if ta is ChunkedSet and tb is ChunkedSet:
+    if ta is HamtSet and tb is HamtSet:
         return a._map.changed(b._map)  # type: ignore[union-attr]
     if ta is frozenset and tb is frozenset:
         return list(a ^ b)  # type: ignore[operator]

@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 
 from leasefence.model import coordinator as co
 from leasefence.model import journal as jo
@@ -160,13 +161,16 @@ def initial_state() -> State:
     return State()
 
 
+_second = itemgetter(1)
+
+
 def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
     """The active dispatches of ``rank`` (at most ``Bounds.pipeline``), in sorted order: the
     stretch of ``active`` (sorted by rank first) from ``(rank,)`` to ``(rank + 1,)``."""
     active = s.active
     i = bisect_left(active, (rank,))
     j = bisect_left(active, (rank + 1,), i)
-    return tuple(d for _, d in active[i:j])
+    return tuple(map(_second, active[i:j]))
 
 
 def gen_epoch(c: Coordinator, b: Bounds) -> int:

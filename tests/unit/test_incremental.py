@@ -25,10 +25,10 @@ from leasefence.model.rules import (
 from leasefence.model.state import (
     LINEAGE,
     SMALL,
-    Chunked,
-    ChunkedSet,
     Coordinator,
     Dispatch,
+    Hamt,
+    HamtSet,
     Ids,
     Journal,
     Lease,
@@ -44,6 +44,7 @@ from leasefence.model.state import (
     drop,
     get,
     put,
+    unshared,
 )
 from leasefence.model.system import Bounds, successors
 
@@ -70,7 +71,7 @@ def test_a_map_edited_at_random_reads_compares_and_prints_as_the_dict_it_stands_
             m = drop(m, key)
             ref.pop(key, None)
         versions.append((m, dict(ref)))
-        assert isinstance(m, Chunked) == (len(ref) > SMALL)
+        assert isinstance(m, Hamt) == (len(ref) > SMALL)
         assert isinstance(m, tuple) == (len(ref) <= SMALL)
     pairs = tuple(sorted(ref.items()))
     assert tuple(m) == pairs
@@ -78,7 +79,7 @@ def test_a_map_edited_at_random_reads_compares_and_prints_as_the_dict_it_stands_
     assert dict(m) == ref
     assert m == as_map(ref)
     assert hash(m) == hash(as_map(ref))
-    assert eval(repr(m), {"Chunked": Chunked}) == m
+    assert eval(repr(m), {"Hamt": Hamt}) == m
     assert all(get(m, k) == ref.get(k) for k in range(-1, 402))
     rng = random.Random(len(ops))
     for _ in range(20):
@@ -104,14 +105,14 @@ def test_a_set_edited_at_random_holds_compares_and_prints_as_the_set_it_stands_f
             s = discard(s, member)
             ref.discard(member)
         versions.append((s, set(ref)))
-        assert isinstance(s, ChunkedSet) == (len(ref) > SMALL)
+        assert isinstance(s, HamtSet) == (len(ref) > SMALL)
         assert isinstance(s, frozenset) == (len(ref) <= SMALL)
     assert set(s) == ref
     assert s == as_ids(ref)
     assert hash(s) == hash(as_ids(ref))
-    if isinstance(s, ChunkedSet):
+    if isinstance(s, HamtSet):
         assert list(s) == sorted(ref)
-    assert eval(repr(s), {"ChunkedSet": ChunkedSet}) == s
+    assert eval(repr(s), {"HamtSet": HamtSet}) == s
     rng = random.Random(len(ops))
     for _ in range(20):
         (a, ra), (b, rb) = rng.choice(versions), rng.choice(versions)
@@ -425,7 +426,7 @@ def _plain_diff(a: Map[int, object], b: Map[int, object]) -> list[int]:
 
 def test_changed_between_a_map_and_the_maps_it_was_edited_from_reads_the_edits_and_agrees() -> None:
     base: Map[int, object] = as_map({k: k for k in range(200)})
-    assert isinstance(base, Chunked)
+    assert isinstance(base, Hamt)
     chain: list[Map[int, object]] = [base]
     for key, value in [(5, "x"), (500, 1), (5, 5), (7, None), (500, None), (9, 1), (9, True)]:
         chain.append(put(chain[-1], key, value) if value is not None else drop(chain[-1], key))
@@ -455,6 +456,39 @@ def test_a_copied_or_pickled_map_has_no_lineage_and_still_compares_by_content() 
         assert repr(c) == repr(b)
         assert c._since(a) is None  # type: ignore[union-attr]
         assert changed(a, c) == [3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 150),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 200)), max_size=4),
+)
+def test_unshared_leaves_out_a_prefix_and_a_suffix_both_hold_and_no_more_after_one_edit(
+    size: int, ops: list[tuple[int, int]]
+) -> None:
+    # Tuples edited as the model edits them (an item inserted, removed or replaced, the rest the
+    # same objects), long enough for the bisection and short enough for the scan.
+    base = tuple(Dispatch(f"w{i:03}", "s") for i in range(size))
+    b = base
+    for op, at in ops:
+        at = at % (len(b) + 1)
+        if op == 0:
+            b = (*b[:at], Dispatch("new", "s"), *b[at:])
+        elif op == 1 and at < len(b):
+            b = b[:at] + b[at + 1 :]
+        elif at < len(b):
+            b = (*b[:at], Dispatch(b[at].work, "s"), *b[at + 1 :])  # equal, not the same object
+    for x, y in ((base, b), (b, base)):
+        rx, ry = unshared(x, y)
+        i = next((k for k, (p, q) in enumerate(zip(x, y, strict=False)) if p is not q), None)
+        head = min(len(x), len(y)) if i is None else i
+        assert x[:head] == y[:head]
+        cut = len(x) - len(rx)  # items left out of x: a prefix and a suffix
+        k = next(k for k in range(cut + 1) if x[k : k + len(rx)] == rx and y[k : k + len(ry)] == ry)
+        assert x[:k] == y[:k]
+        assert x[k + len(rx) :] == y[k + len(ry) :]
+        if len(ops) == 1 and ops[0][0] < 2 and x != y:  # one insertion or removal: one item left
+            assert len(rx) + len(ry) == 1
 
 
 def test_reclaimable_within_is_the_scan_of_the_horizon_it_stands_for() -> None:

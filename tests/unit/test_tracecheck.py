@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 import json
 import math
 import re
@@ -93,6 +94,20 @@ def test_a_torn_last_line_is_ignored_and_reported() -> None:
     report = validate([*GOOD, '{"event": "DispatchW'])
     assert report.ok
     assert report.torn_tail
+
+
+def test_validate_pauses_the_cyclic_collector_and_leaves_it_as_it_found_it() -> None:
+    enabled = gc.isenabled()
+    try:
+        for before in (True, False):
+            (gc.enable if before else gc.disable)()
+            assert validate(GOOD).ok
+            assert gc.isenabled() is before
+            with pytest.raises(TraceFormatError):
+                validate([GOOD[0], "{not json", *GOOD[1:]])
+            assert gc.isenabled() is before  # restored after an error too
+    finally:
+        (gc.enable if enabled else gc.disable)()
 
 
 def test_a_bad_line_in_the_middle_is_an_error() -> None:

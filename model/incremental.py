@@ -160,6 +160,11 @@ def _untagged(
     return out
 
 
+def _keys(a: Any, b: Any) -> Sequence[Any]:
+    """``changed(a, b)``, at once for the same object (most steps leave most parts as they were)."""
+    return () if a is b else changed(a, b)
+
+
 class Diff:
     """What differs from state ``a`` to state ``b``: the keys of each map and the members of each
     set (``state.changed``), and the dispatches started and ended (``moves``: None when the part
@@ -197,33 +202,21 @@ class Diff:
     def __init__(self, a: State, b: State) -> None:
         self.a, self.b = a, b
         ja, jb, ca, cb = a.journal, b.journal, a.coordinator, b.coordinator
-        # ``changed`` where the two parts are not the same object (most steps leave most parts
-        # as they were), written out: this runs at every step of a trace.
-        x: Any
-        y: Any
         if ja is jb:
             self.leases = self.completed = self.attempts = ()
         else:
-            x, y = ja.leases, jb.leases
-            self.leases = () if x is y else changed(x, y)
-            x, y = ja.completed, jb.completed
-            self.completed = () if x is y else changed(x, y)
-            x, y = ja.attempts, jb.attempts
-            self.attempts = () if x is y else changed(x, y)
+            self.leases = _keys(ja.leases, jb.leases)
+            self.completed = _keys(ja.completed, jb.completed)
+            self.attempts = _keys(ja.attempts, jb.attempts)
         if ca is cb:
             self.state_leases = self.stats = ()
         else:
-            x, y = ca.leases, cb.leases
-            self.state_leases = () if x is y else changed(x, y)
-            x, y = ca.stats, cb.stats
-            self.stats = () if x is y else changed(x, y)
+            self.state_leases = _keys(ca.leases, cb.leases)
+            self.stats = _keys(ca.stats, cb.stats)
         self.epoch_same = ca.epoch == cb.epoch
-        x, y = a.net, b.net
-        self.net = () if x is y else changed(x, y)
-        x, y = a.gnet, b.gnet
-        self.gnet = () if x is y else changed(x, y)
-        x, y = a.gens, b.gens
-        self.gens = () if x is y else changed(x, y)
+        self.net = _keys(a.net, b.net)
+        self.gnet = _keys(a.gnet, b.gnet)
+        self.gens = _keys(a.gens, b.gens)
         self.moves = _moves(a.active, b.active)
 
     def shared_with(self, a: State) -> bool:

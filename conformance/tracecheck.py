@@ -331,12 +331,12 @@ def validate(lines: Iterable[str] | Trace) -> TraceReport:
     Python's cyclic garbage collector is paused while it runs (and restored as it was): the
     parsed events and the model's states hold no reference cycles, and each full collection
     reads every object the run has built, about a fifth of the time of a 10⁵-item trace."""
-    paused = gc.isenabled()
+    enabled = gc.isenabled()
     gc.disable()
     try:
         return _validate(lines)
     finally:
-        if paused:
+        if enabled:
             gc.enable()
 
 

@@ -84,6 +84,7 @@ from leasefence.model.system import (
     FENCE_GENERATION,
     Bounds,
     deliver_result,
+    dispatch_count,
     dispatch_work,
     dispatches_of,
     initial_state,
@@ -215,17 +216,21 @@ class Replay:
 # -- one replay function per traced event (CCF's Traceccfraft.tla has one Is<Event> each) ------
 
 
+#: The dispatch steps a run's fault injection may refuse (the reservations, before any lease).
+_RESERVATIONS = DISPATCH_STEPS[:3]
+
+
 def replay_dispatch_work(rp: Replay, ev: DispatchWork) -> str | None:
     """DispatchWork(w, r): granted, or refused at the same step, as the model decides."""
     s, b, w, r = rp.s, rp.b, ev.w, ev.r
     if w not in b.work_set:
         return f"DispatchWork of {w!r}, which the Header does not list"
-    if len(dispatches_of(s, r)) >= b.pipeline:
+    if dispatch_count(s, r) >= b.pipeline:
         return (
             f"DispatchWork to rank {r}, which the model says is still busy with "
             f"{dispatches_of(s, r)} (pipeline {b.pipeline})"
         )
-    injected = ev.refused if ev.refused in DISPATCH_STEPS[:3] else None
+    injected = ev.refused if ev.refused in _RESERVATIONS else None
     model_gen = next_generation(s, r, b)
     out, t = dispatch_work(s, w, r, b, refuse=injected)
     if out.ok != ev.ok or out.refused != ev.refused:
@@ -477,7 +482,7 @@ def _master_steps(s: State, b: Bounds, since: int | None = None) -> list[tuple[s
     out = [("ReclaimExpired", t) for t in _reclaims_since(s, b, s.wall if since is None else since)]
     for r in b.ranks:
         gen = next_generation(s, r, b)
-        if len(dispatches_of(s, r)) < b.pipeline:
+        if dispatch_count(s, r) < b.pipeline:
             out += [("DispatchWork", dispatch_work(s, w, r, b)[1]) for w in b.works]
             for w in b.works:
                 ok, j = lease_work(s.journal, w, r, s.wall, s.mono, b.flavour, gen)

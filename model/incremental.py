@@ -65,6 +65,8 @@ def _moves(a: tuple[Pair, ...], b: tuple[Pair, ...]) -> tuple[list[Pair], list[P
     # What both share at the same place cancels out, a dispatch held twice included: the
     # difference is that of the rest, a set difference when neither rest repeats an item.
     ua, ub = unshared(a, b)
+    if len(ua) + len(ub) < 2:  # one dispatch started or ended (most steps), or none
+        return list(ub), list(ua)
     sa, sb = set(ua), set(ub)
     if len(sa) != len(ua) or len(sb) != len(ub):
         return None
@@ -112,12 +114,8 @@ def _indexed(
         moved, gone = mv
     for p in gone:  # an entry left empty is removed: the index stays the size of ``active``
         r, d = p
-        for by, key in ((by_work, d.work), (by_task, d.task)):
-            rest = tuple(x for x in by[key] if x != p)
-            if rest:
-                by[key] = rest
-            else:
-                del by[key]
+        _unindex(by_work, d.work, p)
+        _unindex(by_task, d.task, p)
         per_rank[r] -= 1
     for p in moved:
         r, d = p
@@ -129,6 +127,19 @@ def _indexed(
         _INDEX.clear()
     _INDEX[id(active)] = (active, index)
     return index
+
+
+def _unindex(by: dict[str, tuple[Pair, ...]], key: str, p: Pair) -> None:
+    """``by[key]`` without ``p``, the entry removed once empty."""
+    held = by[key]
+    if len(held) == 1 and held[0] == p:  # most keys index one dispatch
+        del by[key]
+        return
+    rest = tuple(x for x in held if x != p)
+    if rest:
+        by[key] = rest
+    else:
+        del by[key]
 
 
 #: The untagged journal leases of the last few lease maps, each kept with its map (as ``_INDEX``).
@@ -172,6 +183,7 @@ class Diff:
     step and read by every check of the step."""
 
     __slots__ = (
+        "_index",
         "a",
         "attempts",
         "b",
@@ -218,6 +230,7 @@ class Diff:
         self.gnet = _keys(a.gnet, b.gnet)
         self.gens = _keys(a.gens, b.gens)
         self.moves = _moves(a.active, b.active)
+        self._index: ActiveIndex | None = None
 
     def shared_with(self, a: State) -> bool:
         """Whether ``a`` holds the same parts as this diff's ``a`` but perhaps its clocks (so the
@@ -236,7 +249,9 @@ class Diff:
     def index(self) -> ActiveIndex:
         """The index of ``b``'s active dispatches. Read it before the next step's: that one is
         made by editing this one in place (``_indexed``)."""
-        return _indexed(self.b.active, self.a.active, self.moves)
+        if self._index is None:
+            self._index = _indexed(self.b.active, self.a.active, self.moves)
+        return self._index
 
 
 def _type_ok(s: State, b: Bounds, since: State, d: Diff) -> bool:
@@ -414,8 +429,9 @@ def _l3_refusal_changes_nothing(before: State, after: State, b: Bounds, d: Diff)
         for w in set(touched) if len(touched) > 1 else touched:
             if w in works and not full.l3_work_kept(j0, j1, w):
                 return False
-    if not all(t not in tasks or full.l3_task_kept(c0, c1, t) for t in d.state_leases):
-        return False
+    for t in d.state_leases:
+        if t in tasks and not full.l3_task_kept(c0, c1, t):
+            return False
     if d.stats and d.epoch_same:
         for t in d.stats:
             if t in tasks and not full.l3_stats_kept(c0, c1, t):

@@ -286,13 +286,13 @@ def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:
         return m.set(key, value)  # type: ignore[union-attr]
     for i, (k, _) in enumerate(m):
         if k == key:
-            return (*m[:i], (key, value), *m[i + 1 :])
+            return edited((*m[:i], (key, value), *m[i + 1 :]), m, i, 1, 1)
         if key < k:
             out = (*m[:i], (key, value), *m[i:])
             break
     else:
-        out = (*m, (key, value))
-    return Hamt(out) if len(out) > SMALL else out
+        i, out = len(m), (*m, (key, value))
+    return Hamt(out) if len(out) > SMALL else edited(out, m, i, 0, 1)
 
 
 def drop(m: Map[K, V], key: K) -> Map[K, V]:
@@ -301,7 +301,7 @@ def drop(m: Map[K, V], key: K) -> Map[K, V]:
         return m.delete(key)  # type: ignore[union-attr]
     for i, (k, _) in enumerate(m):
         if k == key:
-            return m[:i] + m[i + 1 :]
+            return edited(m[:i] + m[i + 1 :], m, i, 1, 0)
     return m
 
 
@@ -334,6 +334,14 @@ def unshared(a: tuple[T, ...], b: tuple[T, ...]) -> tuple[tuple[T, ...], tuple[T
     n, m = len(a), len(b)
     lim = min(n, m)
     if lim > _SCAN:
+        e = _EDITS.get(id(b))
+        if e is not None and e[0] is b and e[1] is a:  # b was made from a by one edit
+            i, cut, new = e[2:]
+            return a[i : i + cut], b[i : i + new]
+        e = _EDITS.get(id(a))
+        if e is not None and e[0] is a and e[1] is b:
+            i, cut, new = e[2:]
+            return a[i : i + new], b[i : i + cut]
         lo, hi = 0, lim
         while lo < hi:  # the first place from the start holding two objects
             mid = (lo + hi) // 2
@@ -358,6 +366,26 @@ def unshared(a: tuple[T, ...], b: tuple[T, ...]) -> tuple[tuple[T, ...], tuple[T
 
 #: Tuples up to this length are compared by a scan in ``unshared`` (cheaper than a bisection).
 _SCAN = 16
+
+#: The last few edits of tuples longer than ``_SCAN``, by id of the tuple each made: ``(made,
+#: source, at, cut, new)``, ``made`` being ``source`` with its ``cut`` items from ``at`` replaced by
+#: ``new`` items made for it. Each entry holds both tuples, so their ids cannot be reused while
+#: it lives (as ``incremental._INDEX``); ``unshared`` reads a step's edit here instead of looking
+#: for it. A cache: ``unshared`` answers the same without it (``test_incremental``).
+_EDITS: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int, int, int]] = {}
+_EDITS_SIZE = 64
+
+
+def edited(
+    made: tuple[T, ...], source: tuple[T, ...], at: int, cut: int, new: int
+) -> tuple[T, ...]:
+    """``made``, noted as ``source`` with ``cut`` items from ``at`` replaced by ``new`` items
+    that are new objects (what ``put``, ``drop`` and ``system``'s ``_add`` and ``_remove`` do)."""
+    if len(source) > _SCAN:
+        if len(_EDITS) >= _EDITS_SIZE:
+            _EDITS.clear()
+        _EDITS[id(made)] = (made, source, at, cut, new)
+    return made
 
 
 def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:

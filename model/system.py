@@ -13,7 +13,9 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import attrgetter, eq, itemgetter
+from typing import NamedTuple
 
 from leasefence.model import coordinator as co
 from leasefence.model import journal as jo
@@ -30,6 +32,7 @@ from leasefence.model.state import (
     add,
     as_map,
     discard,
+    edited,
     get,
     put,
 )
@@ -113,7 +116,7 @@ class Bounds:
     def task(self, work: str) -> str:
         return self._task_map[work]
 
-    @property
+    @cached_property
     def generations(self) -> bool:
         """Whether dispatches carry a generation (``fence`` is not ``"rank"``)."""
         return self.fence != FENCE_RANK
@@ -146,8 +149,7 @@ DISPATCH_STEPS = (
 )
 
 
-@dataclass(frozen=True)
-class DispatchOutcome:
+class DispatchOutcome(NamedTuple):
     """What one dispatch attempt did: the steps taken, the step refused, and the undo order."""
 
     ok: bool
@@ -161,7 +163,7 @@ def initial_state() -> State:
     return State()
 
 
-_second = itemgetter(1)
+_second, _work, _gen = itemgetter(1), attrgetter("work"), attrgetter("gen")
 
 
 def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
@@ -171,6 +173,14 @@ def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
     i = bisect_left(active, (rank,))
     j = bisect_left(active, (rank + 1,), i)
     return tuple(map(_second, active[i:j]))
+
+
+def dispatch_count(s: State, rank: int) -> int:
+    """Cardinality(Slots(r)): how many dispatches ``rank`` holds (``len(dispatches_of(s, rank))``
+    without building them)."""
+    active = s.active
+    i = bisect_left(active, (rank,))
+    return bisect_left(active, (rank + 1,), i) - i
 
 
 def gen_epoch(c: Coordinator, b: Bounds) -> int:
@@ -219,7 +229,7 @@ def _add(active: Active, rank: int, d: Dispatch) -> Active:
     i = bisect_left(active, p)
     if i < len(active) and active[i] == p:
         return active
-    return (*active[:i], p, *active[i:])
+    return edited((*active[:i], p, *active[i:]), active, i, 0, 1)
 
 
 def _remove(active: Active, rank: int, d: Dispatch) -> Active:
@@ -229,7 +239,7 @@ def _remove(active: Active, rank: int, d: Dispatch) -> Active:
     j = i
     while j < len(active) and active[j] == p:
         j += 1
-    return active if i == j else active[:i] + active[j:]
+    return active if i == j else edited(active[:i] + active[j:], active, i, j - i, 0)
 
 
 def dispatch_work(
@@ -307,8 +317,7 @@ def _refusal_twin(s: State, work: str, task: str, rank: int, gen: int, b: Bounds
     return s._replace(net=net, gnet=gnet)
 
 
-@dataclass(frozen=True)
-class ResultOutcome:
+class ResultOutcome(NamedTuple):
     """What the master did with one result: which task it used and what each container said."""
 
     stale: bool
@@ -363,9 +372,10 @@ def consume_result(s: State, rank: int, work: str, gen: int, keep: bool) -> Stat
 def found_dispatches(s: State, rank: int, work: str, presented: int) -> list[Dispatch]:
     """Found(r, w, p): the dispatches of ``rank`` the result is for, by generation when one is
     presented, else by work ID (at most one)."""
-    return [
-        d for d in dispatches_of(s, rank) if (d.gen == presented if presented else d.work == work)
-    ]
+    mine = dispatches_of(s, rank)
+    if presented:  # the generations compared in C: a rank may hold a deep pipeline
+        return list(compress(mine, map(eq, repeat(presented), map(_gen, mine))))
+    return list(compress(mine, map(eq, repeat(work), map(_work, mine))))
 
 
 def is_stale(s: State, rank: int, work: str, found: list[Dispatch], b: Bounds) -> bool:
@@ -373,7 +383,7 @@ def is_stale(s: State, rank: int, work: str, found: list[Dispatch], b: Bounds) -
     slot of ``rank`` holds another dispatch; the master drops such a result unread."""
     if found:
         return found[0].work != work and b.flavour is not Flavour.NO_STALE_GUARD
-    return len(dispatches_of(s, rank)) >= b.pipeline
+    return dispatch_count(s, rank) >= b.pipeline
 
 
 def commit_result(
@@ -484,7 +494,7 @@ def crash_dispatch_work(s: State, work: str, rank: int, b: Bounds) -> State | No
     master is killed after the work lease reached disk (before the state lease; for a refused
     dispatch, before RejectDispatch gave it back), nothing was sent, and it restarts. None when
     not enabled."""
-    if not can_crash(s, b) or len(dispatches_of(s, rank)) >= b.pipeline:
+    if not can_crash(s, b) or dispatch_count(s, rank) >= b.pipeline:
         return None
     gen = next_generation(s, rank, b)
     if b.flavour is Flavour.COORDINATOR_FIRST:
@@ -577,7 +587,7 @@ def _crashes(s: State, b: Bounds, reports: tuple[str | None, ...]) -> Iterator[t
 def successors(s: State, b: Bounds) -> Iterator[tuple[Label, State]]:
     """Every enabled action from ``s`` with its label ``(name, args)``, in a fixed order."""
     for r in b.ranks:
-        if len(dispatches_of(s, r)) < b.pipeline:
+        if dispatch_count(s, r) < b.pipeline:
             for w in b.works:
                 _, t = dispatch_work(s, w, r, b)
                 yield ("DispatchWork", (w, r)), t

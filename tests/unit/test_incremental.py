@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leasefence.model import incremental, invariants
+from leasefence.model import incremental, invariants, state, system
 from leasefence.model.check import reachable
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import (
@@ -489,6 +489,56 @@ def test_unshared_leaves_out_a_prefix_and_a_suffix_both_hold_and_no_more_after_o
         assert x[k + len(rx) :] == y[k + len(ry) :]
         if len(ops) == 1 and ops[0][0] < 2 and x != y:  # one insertion or removal: one item left
             assert len(rx) + len(ry) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(state._SCAN + 5, SMALL - 5),  # long enough to be noted after four edits
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 99)), min_size=1, max_size=4),
+)
+def test_unshared_reads_the_edit_put_drop_add_and_remove_noted_as_the_one_it_would_find(
+    size: int, ops: list[tuple[int, int]]
+) -> None:
+    # The model's edits of long tuples note what they changed (``state.edited``) and
+    # ``unshared`` reads the note instead of looking: what is read through it (the keys a map
+    # edit changed, the dispatches that moved) must be what is found without the note, in both
+    # directions, and the note must leave out only a prefix and a suffix both hold (a note one
+    # place off fails here).
+    m: Map[str, int] = as_map({f"w{i:03}": i for i in range(0, 2 * size, 2)})
+    active = tuple(sorted((1 + i % 2, Dispatch(f"w{i:03}", "s", i)) for i in range(size)))
+    assert type(m) is tuple
+    for op, at in ops:
+        x: tuple[object, ...]
+        if op == 0:  # a value replaced (even keys) or a key inserted (odd keys)
+            x, m = m, put(m, f"w{at:03}", -at)  # type: ignore[assignment]
+            y = m
+        elif op == 1:
+            x, m = m, drop(m, f"w{at:03}")  # type: ignore[assignment]
+            y = m
+        elif op == 2:
+            x, active = active, system._add(active, 1 + at % 2, Dispatch(f"n{at:03}", "s", at))
+            y = active
+        else:
+            x, active = active, system._remove(active, *active[at % len(active)])
+            y = active
+        if y is x:
+            continue  # nothing dropped: no edit
+        assert type(y) is tuple
+        assert state._EDITS[id(y)][:2] == (y, x)  # noted
+        read = incremental._moves if op >= 2 else changed
+        noted = [sorted(read(x, y)), sorted(read(y, x))]  # type: ignore[arg-type]
+        for a, b in ((x, y), (y, x)):
+            ra, rb = unshared(a, b)
+            assert len(ra) + len(rb) <= 2
+            assert any(
+                a[k : k + len(ra)] == ra
+                and b[k : k + len(rb)] == rb
+                and a[:k] == b[:k]
+                and a[k + len(ra) :] == b[k + len(rb) :]
+                for k in range(len(a) + 1)
+            )
+        state._EDITS.clear()
+        assert [sorted(read(x, y)), sorted(read(y, x))] == noted  # type: ignore[arg-type]
 
 
 def test_reclaimable_within_is_the_scan_of_the_horizon_it_stands_for() -> None:

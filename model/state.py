@@ -270,7 +270,7 @@ def as_ids(members: Iterable[K]) -> Ids[K]:
 def get(m: Map[K, V], key: K) -> V | None:
     """The value at ``key``, or None."""
     if type(m) is tuple:
-        if len(m) > 8:  # bisect the sorted pairs: ``(key,)`` sorts just before ``(key, value)``
+        if len(m) > 8:  # ``_place``, written out: the model reads far more than it edits
             i = bisect_left(m, (key,))
             return m[i][1] if i < len(m) and m[i][0] == key else None
         for k, v in m:
@@ -284,24 +284,31 @@ def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:
     """``m`` with ``key`` set to ``value`` (keys stay sorted)."""
     if type(m) is not tuple:
         return m.set(key, value)  # type: ignore[union-attr]
-    for i, (k, _) in enumerate(m):
-        if k == key:
-            return edited((*m[:i], (key, value), *m[i + 1 :]), m, i, 1, 1)
-        if key < k:
-            out = (*m[:i], (key, value), *m[i:])
-            break
-    else:
-        i, out = len(m), (*m, (key, value))
+    i = _place(m, key)
+    if i < len(m) and m[i][0] == key:
+        return edited((*m[:i], (key, value), *m[i + 1 :]), m, i, 1, 1)
+    out = (*m[:i], (key, value), *m[i:])
     return Hamt(out) if len(out) > SMALL else edited(out, m, i, 0, 1)
+
+
+def _place(m: tuple[tuple[K, V], ...], key: K) -> int:
+    """Where ``key`` is, or would go, in the sorted pairs ``m``: a scan when short, else a
+    bisection (``(key,)`` sorts just before ``(key, value)``)."""
+    if len(m) > 8:
+        return bisect_left(m, (key,))
+    for i, (k, _) in enumerate(m):
+        if not k < key:
+            return i
+    return len(m)
 
 
 def drop(m: Map[K, V], key: K) -> Map[K, V]:
     """``m`` without ``key``."""
     if type(m) is not tuple:
         return m.delete(key)  # type: ignore[union-attr]
-    for i, (k, _) in enumerate(m):
-        if k == key:
-            return edited(m[:i] + m[i + 1 :], m, i, 1, 0)
+    i = _place(m, key)
+    if i < len(m) and m[i][0] == key:
+        return edited(m[:i] + m[i + 1 :], m, i, 1, 0)
     return m
 
 

@@ -349,3 +349,33 @@ def test_timestamps_are_compared_with_repr_when_the_shape_cannot_tell() -> None:
     assert records._spelled_as_repr([repr(T0 + k / 3) for k in range(100)])
     assert not records._spelled_as_repr(["0.1", "0.30000000000000001"])
     assert not records._spelled_as_repr([repr(T0 / 3), "1767225600.1234568"])
+
+
+def test_every_reader_applies_records_in_file_order_whatever_their_sequence() -> None:
+    # A completed ID leased again, a lease granted twice, an ID released with attempt 0, a
+    # reclaim after a completion: each reader's replay must apply them as the reference does.
+    data = b"".join(
+        [
+            _line("lease", IDS[0], 1, T0),
+            _line("done", IDS[0], 1, T0 + 1),
+            _line("lease", IDS[0], 2, T0 + 2, attempt=2),  # completed, leased again
+            _line("lease", IDS[1], 3, T0 + 3),
+            _line("lease", IDS[2], 3, T0 + 3, generation=[1, 9]),
+            _line("lease", IDS[1], 4, T0 + 4, attempt=2),  # granted twice: keeps its place
+            _line("done", IDS[3], None, T0 + 5, attempt=0),  # never leased
+            _line("reclaim", IDS[0], 2, T0 + 6, attempt=2),
+            _line("done", IDS[4], None, T0 + 7, attempt=0),
+            _line("reclaim", IDS[4], None, T0 + 8, attempt=0),  # stays completed
+        ]
+    )
+    for chunk in (1, 150, 1 << 18):  # leases held across chunks too
+        with mock.patch.object(records, "_BULK_CHUNK", chunk):
+            assert _scan_bulk(data) is not None
+            _open_agree(data)
+            leases, completed, attempts, *_ = _opened(data)[0]  # through columns
+    assert [(w, r.owner, r.generation) for w, r in leases] == [
+        (IDS[1], 4, None),
+        (IDS[2], 3, (1, 9)),
+    ]
+    assert completed == {IDS[3], IDS[4]}
+    assert attempts == [(IDS[0], 2), (IDS[1], 2), (IDS[2], 1)]

@@ -14,7 +14,7 @@ import zlib
 from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, repeat
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -543,7 +543,7 @@ def _bulk_columns(data: bytes) -> tuple[BulkColumns, list[str]] | None:
     between = flat[0::_BULK_STRIDE]
     n = len(between)
     events, ids, workers, stamps, attempts = (flat[k::_BULK_STRIDE] for k in range(1, 6))
-    epochs, counters, crcs, ends = (flat[k::_BULK_STRIDE] for k in range(6, 10))
+    epochs, counters, crcs, ends, batch_crcs = (flat[k::_BULK_STRIDE] for k in range(6, 11))
     batched = between.count("") != n
     if not batched and ends.count("\n") != n:
         return None  # a record ending in "," or "]" outside a batch
@@ -551,18 +551,16 @@ def _bulk_columns(data: bytes) -> tuple[BulkColumns, list[str]] | None:
         return None
     if not _spelled_as_repr(stamps):
         return None  # the canonical form spells the value as ``repr`` does: the reference decides
-    canonical = _bulk_canonical(n, attempts, events, epochs, counters, stamps, ids, workers)
-    if not _checksums_match(canonical, crcs):
+    records = BulkColumns(events, ids, workers, stamps, attempts, epochs, counters)
+    if not _checksums_match(_bulk_canonical(records), crcs):
         return None
     if "null" in workers and any(
         e == LEASE and w == "null" for e, w in zip(events, workers, strict=True)
     ):
         return None  # a lease without an owner: the reference says why it is bad
-    if batched and not _batch_checksums(
-        n, between, ends, attempts, events, epochs, counters, stamps, ids, workers, crcs
-    ):
+    if batched and not _batch_checksums(records, between, ends, crcs, batch_crcs):
         return None
-    return BulkColumns(events, ids, workers, stamps, attempts, epochs, counters), ends
+    return records, ends
 
 
 def _spelled_as_repr(stamps: list[str]) -> bool:
@@ -631,22 +629,21 @@ def _bulk_rows(columns: BulkColumns, ends: list[str], before: int) -> list[_Row]
 
 
 def _bulk_canonical(
-    n: int,
-    attempts: list[str],
-    events: list[str],
-    epochs: list[str | None],
-    counters: list[str | None],
-    spelled: list[str],
-    ids: list[str],
-    workers: list[str],
+    records: BulkColumns,
     crcs: list[str] | None = None,
+    around: tuple[list[str], list[str]] | None = None,
 ) -> list[bytes]:
-    """Every record's canonical JSON (``_canonical``: keys sorted), built column by column;
-    with ``crcs``, each with its ``crc`` (as a record sits, sorted, in a batch's canonical
-    form)."""
+    """Every record's canonical JSON (``_canonical``: keys sorted; its timestamp as the line
+    spells it), built column by column, one bytes object each. With ``crcs``, each with its
+    ``crc`` (as a record sits, sorted, in a batch's canonical form); with ``around``, the text
+    before and after each record, and one bytes object per line of the text they make."""
+    events, ids, workers, stamps, attempts, epochs, counters = records
+    n = len(ids)
     gens = epochs.count(None) != n
     clock = ',"clock":"unix","event":"' if crcs is None else ',"clock":"unix","crc":"'
     pieces: list[str | list[str]] = ['{"attempt":', attempts, clock]
+    if around is not None:
+        pieces.insert(0, around[0])
     if crcs is not None:
         pieces += [crcs, '","event":"']
     pieces.append(events)
@@ -656,7 +653,8 @@ def _bulk_canonical(
         pieces.append('],"updated":')
     else:
         pieces.append('","updated":')
-    pieces += [spelled, ',"work_id":"', ids, '","worker":', workers, "}\n"]
+    pieces += [stamps, ',"work_id":"', ids, '","worker":', workers]
+    pieces += ["}\n"] if around is None else ["}", around[1]]
     stride = len(pieces)
     parts: list[str] = [""] * (stride * n)
     for k, piece in enumerate(pieces):
@@ -669,45 +667,45 @@ def _bulk_canonical(
     return lines
 
 
+#: The mark of a record's surroundings in a line's shape (``_BULK_LINES``): what precedes it
+#: (a batch's opening) and what ends it (an end not listed here closes a batch).
+_OPENS = {"": "", _BULK_BATCH_START: "["}
+_ENDS = {"\n": "\n", ",": ","}
+#: What follows a record of a batch in the batch's canonical form (an end not listed here
+#: closes the batch: "]}", then a newline to split the batches apart).
+_BATCH_CANONICAL_ENDS = {",": ","}
+
+
 def _batch_structure(between: list[str], ends: list[str]) -> bool:
     """Whether the records' surroundings make whole lines: each batch's opening text before
     its first record, "," after each record but its batch's last, whose end closes the line."""
-    if any(b and b != _BULK_BATCH_START for b in between):
+    if not _OPENS.keys() >= set(between):
         return False
     shape: list[str] = [""] * (2 * len(between))
-    shape[0::2] = ["[" if b else "" for b in between]
-    shape[1::2] = [e[0] for e in ends]
+    shape[0::2] = list(map(_OPENS.__getitem__, between))
+    shape[1::2] = list(map(_ENDS.get, ends, repeat("]")))
     return _BULK_LINES.fullmatch("".join(shape)) is not None
 
 
 def _batch_checksums(
-    n: int,
+    records: BulkColumns,
     between: list[str],
     ends: list[str],
-    attempts: list[str],
-    events: list[str],
-    epochs: list[str | None],
-    counters: list[str | None],
-    spelled: list[str],
-    ids: list[str],
-    workers: list[str],
     crcs: list[str],
+    batch_crcs: list[str],
 ) -> bool:
-    """Whether every batch line's own checksum is that of its canonical form (``record_crc``
-    of the batch without its ``crc``: its records sorted, each with its ``crc``)."""
-    sorted_records = _bulk_canonical(
-        n, attempts, events, epochs, counters, spelled, ids, workers, crcs
-    )
-    first = 0
-    for k, (b, e) in enumerate(zip(between, ends, strict=True)):
-        if b:
-            first = k
-        if e[0] == "]":
-            body = b",".join(sorted_records[first : k + 1])
-            canonical = b'{"event":"batch","records":[' + body + b"]}"
-            if zlib.crc32(canonical) != int(e[-11:-3], 16):
-                return False
-    return True
+    """Whether every batch line's own checksum (``batch_crcs``: None but after a batch's last
+    record) is that of its canonical form (``record_crc`` of the batch without its ``crc``:
+    ``{"event":"batch","records":[`` then its records sorted, each with its ``crc``, then
+    ``]}``). The records on lines of their own are left out first."""
+    batched = list(map("\n".__ne__, ends))
+    if not all(batched):
+        records = BulkColumns._make(list(compress(column, batched)) for column in records)
+        between, ends, crcs = (list(compress(c, batched)) for c in (between, ends, crcs))
+    after = list(map(_BATCH_CANONICAL_ENDS.get, ends, repeat("]}\n")))
+    # a batch's canonical form opens with the very text that opens its line
+    canonical = _bulk_canonical(records, crcs, (between, after))
+    return _checksums_match(canonical, list(filter(None, batch_crcs)))
 
 
 def _reject_constant(name: str) -> object:

@@ -450,7 +450,8 @@ def _parse_rows(raw: bytes, line: int) -> _Row | list[_Row] | str:
 # interpreter. ``_scan_bulk`` reads the whole lines of a journal written by this implementation
 # in a few passes of C code over the file instead: one regular expression splits every record
 # (alone on its line, or in a batch line) into its fields, and each remaining step (canonical
-# forms, checksums, numbers) maps a builtin over a whole column. It accepts only records in
+# forms, checksums) maps a builtin over a whole column; a journal replays the columns as they
+# are, making numbers only for the leases still active at the end. It accepts only records in
 # ``encode_record``'s exact layout (generation optional) and batches of them in
 # ``encode_batch``'s; on anything else (a legacy or hand-written line, a bad checksum, a torn
 # or bad line that is not the unterminated last one) it declines and the reference reader
@@ -576,15 +577,14 @@ def _spelled_as_repr(stamps: list[str]) -> bool:
     return repr(list(map(float, stamps))) == "[" + ", ".join(stamps) + "]"
 
 
-#: The checksums of a chunk's records as 8 lowercase hex digits each, read in one go: each is
-#: a 4-byte unsigned int (``array`` code "I") written most significant byte first.
-_CRC_ITEM = "I"
-assert array(_CRC_ITEM).itemsize == 4
+#: The ``array`` type code of a 4-byte unsigned int, a CRC32 ("I" wherever Python runs today).
+_CRC_ITEM = next(code for code in "IL" if array(code).itemsize == 4)
 
 
 def _checksums_match(canonical: list[bytes], crcs: list[str]) -> bool:
     """Whether each record's ``crc`` (8 lowercase hex digits) is the CRC32 of its canonical
-    form (``crcs[k]`` of ``canonical[k]``)."""
+    form (``crcs[k]`` of ``canonical[k]``): the computed ones, 4 bytes each, most significant
+    first, against the written ones read in one go."""
     computed = array(_CRC_ITEM, map(zlib.crc32, canonical))
     if sys.byteorder == "little":
         computed.byteswap()

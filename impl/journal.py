@@ -76,6 +76,7 @@ from leasefence.impl.records import (
     MAX_WORKER,
     RECLAIM,
     BadLine,
+    BulkColumns,
     LeaseRecord,
     Record,
     Scan,
@@ -117,6 +118,99 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+class _Replay:
+    """The state a journal's good records build from the empty one, applied in file order
+    (docs/journal-format.md, "Replay"): first the bulk reader's records, chunk by chunk as
+    columns (``columns``), then the reference reader's rows (``rows``); both apply a record
+    alike (tests/unit/test_journal_bulk.py opens journals through either reader). A lease is
+    held as its fields while a later record may still end it and becomes a ``LeaseRecord`` only
+    if none does (most leases of a run's journal end), so ``leases`` keeps the same order."""
+
+    def __init__(self) -> None:
+        # a lease's fields: its row (``_Row``), or the text of its worker, timestamp and
+        # generation (``BulkColumns``), told apart by their number
+        self.held: dict[str, tuple[Any, ...]] = {}
+        self.completed: set[str] = set()
+        self.attempts: dict[str, int] = {}
+        self.records = 0
+        self.legacy = 0
+
+    def columns(self, chunk: BulkColumns) -> None:
+        """Apply the bulk reader's records of one chunk."""
+        held, completed = self.held, self.completed
+        pop, discard, add = held.pop, completed.discard, completed.add
+        ids = chunk.work_ids
+        for event, work_id, worker, stamp, epoch, counter in zip(
+            chunk.events,
+            ids,
+            chunk.workers,
+            chunk.stamps,
+            chunk.epochs,
+            chunk.counters,
+            strict=True,
+        ):
+            if event == LEASE:
+                held[work_id] = (worker, stamp, epoch, counter)
+                discard(work_id)
+            else:
+                pop(work_id, None)
+                if event == DONE:
+                    add(work_id)
+        # every record carries its attempt: each sets the count, or drops it when 0
+        counts = {a: int(a) for a in set(chunk.attempts)}
+        attempts = self.attempts
+        if "0" in counts:
+            for work_id, attempt in zip(ids, chunk.attempts, strict=True):
+                if attempt == "0":
+                    attempts.pop(work_id, None)
+                else:
+                    attempts[work_id] = counts[attempt]
+        else:
+            attempts.update(zip(ids, map(counts.__getitem__, chunk.attempts), strict=True))
+        self.records += len(ids)
+
+    def rows(self, rows: list[_Row]) -> None:
+        """Apply the reference reader's records (``Record``'s fields, in order)."""
+        held, completed, attempts = self.held, self.completed, self.attempts
+        legacy = 0
+        for row in rows:
+            event, work_id, attempt = row[1], row[2], row[6]
+            if not row[7]:
+                legacy += 1
+            if event == LEASE:
+                held[work_id] = row
+                completed.discard(work_id)
+                if attempt is None:
+                    attempt = attempts.get(work_id, 0) + 1
+            else:
+                held.pop(work_id, None)
+                if event == DONE:
+                    completed.add(work_id)
+                if attempt is None:
+                    attempt = attempts.get(work_id, 0)
+            if attempt > 0:
+                attempts[work_id] = attempt
+            else:
+                attempts.pop(work_id, None)
+        self.records += len(rows)
+        self.legacy += legacy
+
+    def leases(self) -> dict[str, LeaseRecord]:
+        """The leases no later record ended, by work ID, in the order they were granted."""
+        return {w: _lease_record(fields) for w, fields in self.held.items()}
+
+
+def _lease_record(fields: tuple[Any, ...]) -> LeaseRecord:
+    """The ``LeaseRecord`` of a held lease's fields (see ``_Replay.held``). A lease row always
+    has its worker and updated (``parse_line`` refuses one without), and a lease the bulk reader
+    took its worker (it declines ``null``)."""
+    if len(fields) == 4:
+        worker, stamp, epoch, counter = fields
+        generation = None if epoch is None else (int(epoch), int(counter))
+        return LeaseRecord(int(worker), float(stamp), UNIX, generation)
+    return LeaseRecord(fields[3], fields[4], fields[5], fields[8])
 
 
 def _refuse_non_journal(path: Path, data: bytes, scan: Scan) -> None:
@@ -233,7 +327,8 @@ class WorkLeaseJournal:
             assert self._fd is not None
             with _gc_paused():
                 data = _read_all(self._fd)
-                scan, rows = _scan(data)
+                replay = _Replay()
+                scan, rows = _scan(data, replay.columns)
                 _refuse_non_journal(self.path, data, scan)
                 if scan.corrupt:
                     first = scan.bad[0]
@@ -242,12 +337,17 @@ class WorkLeaseJournal:
                         f"followed by good records; the file was left as it was "
                         f"(run `leasefence journal repair {self.path}`)"
                     )
-                self._replay_rows(rows)
+                replay.rows(rows)
+                self._leases = replay.leases()
+                self._completed = replay.completed
+                self._attempts = replay.attempts
+                self._records = replay.records
+                self._legacy_records = replay.legacy
                 self._scan = scan
                 # Freed while the collector is paused: the first collection after the pause
                 # walks every container made during it that is still alive, and a row per
                 # record would make that a walk of the whole journal (a sixth of an open).
-                del rows
+                del rows, replay
         except BaseException:
             self._release()
             raise
@@ -275,42 +375,6 @@ class WorkLeaseJournal:
             os.close(fd)
             raise
         return fd
-
-    def _replay_rows(self, rows: list[_Row]) -> None:
-        """Apply a file's good records (``Record``'s fields, in order) to the empty state in
-        memory, in file order (docs/journal-format.md, "Replay"). A lease is held as its row
-        while a later record may still end it and becomes a ``LeaseRecord`` only if none does
-        (most leases of a run's journal end), so ``leases`` keeps the same order."""
-        held: dict[str, _Row] = {}
-        completed = self._completed
-        attempts = self._attempts
-        legacy = 0
-        for row in rows:
-            event, work_id, attempt = row[1], row[2], row[6]
-            if not row[7]:
-                legacy += 1
-            if event == LEASE:
-                held[work_id] = row
-                completed.discard(work_id)
-                if attempt is None:
-                    attempt = attempts.get(work_id, 0) + 1
-            else:
-                held.pop(work_id, None)
-                if event == DONE:
-                    completed.add(work_id)
-                if attempt is None:
-                    attempt = attempts.get(work_id, 0)
-            if attempt > 0:
-                attempts[work_id] = attempt
-            else:
-                attempts.pop(work_id, None)
-        # a lease row always has its worker and updated (``parse_line`` refuses one without)
-        self._leases = {
-            w: LeaseRecord(r[3], r[4], r[5], r[8])  # type: ignore[arg-type]
-            for w, r in held.items()
-        }
-        self._records += len(rows)
-        self._legacy_records += legacy
 
     # -- views -------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ reader grown too lenient fails here rather than reading a hostile line different
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import zlib
 from pathlib import Path
@@ -123,6 +124,22 @@ def _crafted(updated: str) -> bytes:
     ).encode()
 
 
+def _respelled(updated: str) -> bytes:
+    """A lease in the journal's layout whose ``updated`` is spelled ``updated`` (not as
+    ``repr`` spells its value) and whose crc is the reference's, over ``repr``'s spelling: a
+    good record the journal never writes, which the bulk reader leaves to the reference."""
+    line = _line("lease", IDS[1], 3, float(updated))
+    spelled = repr(float(updated)).encode()
+    assert spelled in line
+    return line.replace(b'"updated":' + spelled, b'"updated":' + updated.encode())
+
+
+def _wrong_crc(line: bytes) -> bytes:
+    """The record ``line`` with another checksum."""
+    crc = line[-11:-3]
+    return line[:-11] + (b"00000000" if crc != b"00000000" else b"11111111") + line[-3:]
+
+
 def _wrong_batch_crc(line: bytes) -> bytes:
     """The batch ``line`` with its own checksum (not its records') changed."""
     head, crc = line[:-12], line[-12:-3]
@@ -138,6 +155,14 @@ HOSTILE = {
     "float spelled with a leading zero": _crafted("01767225600.25"),
     "tiny float spelled plainly": _crafted("0.00001"),
     "float with 17 digits that is not the shortest": _crafted("0.30000000000000001"),
+    # the same double as 1767225600.1234567, which is repr's spelling of it
+    "timestamp with 17 digits, not repr's": _crafted("1767225600.1234568"),
+    "record with a wrong checksum": _wrong_crc(_line("lease", IDS[1], 3, T0)),
+    "long timestamp with a wrong checksum": _wrong_crc(_line("lease", IDS[1], 3, 1e9 / 3)),
+    # good records, but not as the journal writes them: the reference reads them
+    "good record with a trailing zero": _respelled("1767225600.250"),
+    "good record with 17 digits, not the shortest": _respelled("0.30000000000000001"),
+    "good record spelling a tiny float plainly": _respelled("0.00001"),
     "lease without an owner": _line("lease", IDS[2], None, T0),
     "record ending in a comma": _line("done", IDS[3], 1, T0)[:-1] + b",\n",
     "batch without its opening": _line("done", IDS[3], 1, T0)[:-1] + b',"crc":"00000000"}\n',
@@ -164,6 +189,7 @@ def test_both_readers_agree_on_each_hostile_line_and_the_bulk_reader_declines_it
     hostile = HOSTILE[name]
     for data in (good + hostile, good + hostile + good, hostile + good):
         _agree(data)
+        _open_agree(data)
     assert _scan_bulk(good + hostile + good) is None
     assert _scan_bulk(good) is not None
 
@@ -231,20 +257,42 @@ def _state(j: WorkLeaseJournal) -> tuple[Any, ...]:
     )
 
 
-@given(st.lists(lines_written | st.sampled_from(sorted(HOSTILE.values())), max_size=10))
-def test_a_journal_opens_to_the_same_state_through_either_reader(lines: list[bytes]) -> None:
+#: How a journal can read its file: the bulk reader handing its records to replay as columns
+#: (what opening a journal does), the bulk reader making a row per record (``scan_bytes``), and
+#: the reference reader alone.
+READERS: dict[str, Any] = {
+    "bulk, columns": _scan,
+    "bulk, rows": lambda data, replay=None: _scan(data),
+    "reference": lambda data, replay=None: _scan_lines(data),
+}
+
+
+def _opened(data: bytes) -> list[Any]:
+    """What opening a journal holding ``data`` gives through each of ``READERS``: its state, or
+    the refusal (the same error with the same message)."""
     outcome: list[Any] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "j.jsonl"
-        path.write_bytes(b"".join(lines))
-        for reader in (_scan, _scan_lines):
+        path.write_bytes(data)
+        for reader in READERS.values():
             with mock.patch.object(journal_module, "_scan", reader):
                 try:
                     with WorkLeaseJournal.open_readonly(path) as j:
                         outcome.append(_state(j))
-                except LeaseError as err:  # the same refusal, by either reader
+                except LeaseError as err:
                     outcome.append((type(err), str(err)))
-    assert outcome[0] == outcome[1]
+    return outcome
+
+
+def _open_agree(data: bytes) -> None:
+    """A journal holding ``data`` opens to the same state through every reader."""
+    first, *others = _opened(data)
+    assert others == [first] * len(others)
+
+
+@given(st.lists(lines_written | st.sampled_from(sorted(HOSTILE.values())), max_size=10))
+def test_a_journal_opens_to_the_same_state_through_either_reader(lines: list[bytes]) -> None:
+    _open_agree(b"".join(lines))
 
 
 @given(st.lists(lines_written, max_size=30), st.integers(1, 2000), st.data())
@@ -259,6 +307,8 @@ def test_both_readers_agree_whatever_the_bulk_reader_chunk_size(
     with mock.patch.object(records, "_BULK_CHUNK", chunk):
         _agree(whole)
         _agree(damaged)
+        _open_agree(whole)  # leases held across chunks, handed over as columns
+        _open_agree(damaged)
 
 
 def test_the_bulk_reader_takes_the_chunks_before_a_bad_line_and_leaves_the_rest() -> None:
@@ -270,3 +320,62 @@ def test_the_bulk_reader_takes_the_chunks_before_a_bad_line_and_leaves_the_rest(
         end, lines, rows = bulk
         assert (end, lines, len(rows)) == (4 * len(good[0]), 4, 4)
         _agree(data)
+
+
+@given(st.from_regex(records._STAMP, fullmatch=True))
+def test_a_timestamp_the_bulk_reader_takes_as_written_is_spelled_as_repr_spells_it(
+    stamp: str,
+) -> None:
+    # The canonical form holds repr's spelling; the bulk reader checksums the line's own.
+    if records._spelled_as_repr([stamp]):
+        assert repr(float(stamp)) == stamp
+
+
+@given(st.integers(1, 10**15 - 1), st.integers(0, 15), st.booleans())
+def test_every_decimal_of_at_most_15_digits_in_repr_shape_is_taken_without_repr(
+    digits: int, point: int, negative: bool
+) -> None:
+    # The proof without repr (DBL_DIG): such a decimal is repr's spelling of its value.
+    text = str(digits).rjust(point + 1, "0")
+    whole, fraction = text[: len(text) - point], text[len(text) - point :].rstrip("0") or "0"
+    stamp = ("-" if negative else "") + whole + "." + fraction
+    if re.fullmatch(records._STAMP, stamp) is None:
+        return  # below 1e-4: repr writes an exponent, and the shape refuses it
+    assert repr(float(stamp)) == stamp
+    assert records._spelled_as_repr([stamp])
+
+
+def test_timestamps_are_compared_with_repr_when_the_shape_cannot_tell() -> None:
+    assert records._spelled_as_repr([repr(T0 + k / 3) for k in range(100)])
+    assert not records._spelled_as_repr(["0.1", "0.30000000000000001"])
+    assert not records._spelled_as_repr([repr(T0 / 3), "1767225600.1234568"])
+
+
+def test_every_reader_applies_records_in_file_order_whatever_their_sequence() -> None:
+    # A completed ID leased again, a lease granted twice, an ID released with attempt 0, a
+    # reclaim after a completion: each reader's replay must apply them as the reference does.
+    data = b"".join(
+        [
+            _line("lease", IDS[0], 1, T0),
+            _line("done", IDS[0], 1, T0 + 1),
+            _line("lease", IDS[0], 2, T0 + 2, attempt=2),  # completed, leased again
+            _line("lease", IDS[1], 3, T0 + 3),
+            _line("lease", IDS[2], 3, T0 + 3, generation=[1, 9]),
+            _line("lease", IDS[1], 4, T0 + 4, attempt=2),  # granted twice: keeps its place
+            _line("done", IDS[3], None, T0 + 5, attempt=0),  # never leased
+            _line("reclaim", IDS[0], 2, T0 + 6, attempt=2),
+            _line("done", IDS[4], None, T0 + 7, attempt=0),
+            _line("reclaim", IDS[4], None, T0 + 8, attempt=0),  # stays completed
+        ]
+    )
+    for chunk in (1, 150, 1 << 18):  # leases held across chunks too
+        with mock.patch.object(records, "_BULK_CHUNK", chunk):
+            assert _scan_bulk(data) is not None
+            _open_agree(data)
+            leases, completed, attempts, *_ = _opened(data)[0]  # through columns
+    assert [(w, r.owner, r.generation) for w, r in leases] == [
+        (IDS[1], 4, None),
+        (IDS[2], 3, (1, 9)),
+    ]
+    assert completed == {IDS[3], IDS[4]}
+    assert attempts == [(IDS[0], 2), (IDS[1], 2), (IDS[2], 1)]

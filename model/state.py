@@ -378,7 +378,8 @@ _SCAN = 16
 #: source, at, cut, new)``, ``made`` being ``source`` with its ``cut`` items from ``at`` replaced by
 #: ``new`` items made for it. Each entry holds both tuples, so their ids cannot be reused while
 #: it lives (as ``incremental._INDEX``); ``unshared`` reads a step's edit here instead of looking
-#: for it. A cache: ``unshared`` answers the same without it (``test_incremental``).
+#: for it. A cache: what is read through ``unshared`` (the keys that changed, the dispatches that
+#: moved) is the same without it (``test_incremental``).
 _EDITS: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int, int, int]] = {}
 _EDITS_SIZE = 64
 

@@ -19,6 +19,7 @@ import math
 import os
 import zlib
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -353,41 +354,100 @@ def _fast_record(spaced: str, compact: str) -> _Line:
     return line
 
 
+_int_text = int.__repr__
+_float_text = float.__repr__
+#: The integers a record's fast path writes with ``int.__repr__`` (64 bits, far below the digit
+#: limit where ``json`` raises); anything else goes through ``json_scalar``.
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+
+
 def lease_record(task: str, lease: StateLease) -> bytes:
     """LeaseState: ``task`` is leased as ``lease`` says (owner, time, epoch, generation)."""
-    values = [json_scalar(v) for v in (lease.epoch, lease.owner, task, lease.updated)]
-    gen = lease.generation
-    parts = [] if gen is None or len(gen) != 2 else [json_scalar(x) for x in gen]
+    epoch, owner, updated, gen = lease.epoch, lease.owner, lease.updated, lease.generation
+    if (
+        type(task) is str
+        and type(epoch) is int
+        and type(owner) is int
+        and type(updated) is float
+        and _INT_MIN <= epoch <= _INT_MAX
+        and _INT_MIN <= owner <= _INT_MAX
+        and math.isfinite(updated)
+        and (
+            gen is None
+            or (
+                type(gen) is tuple
+                and len(gen) == 2
+                and type(gen[0]) is int
+                and type(gen[1]) is int
+                and _INT_MIN <= gen[0] <= _INT_MAX
+                and _INT_MIN <= gen[1] <= _INT_MAX
+            )
+        )
+    ):
+        # The types ``json_scalar`` would check, known here: their text straight away (issue 19).
+        values: list[str | None] = [
+            _int_text(epoch),
+            _int_text(owner),
+            encode_basestring_ascii(task),
+            _float_text(updated),
+        ]
+        parts: list[str | None] = [] if gen is None else [_int_text(gen[0]), _int_text(gen[1])]
+    else:
+        values = [json_scalar(v) for v in (epoch, owner, task, updated)]
+        parts = [] if gen is None or len(gen) != 2 else [json_scalar(x) for x in gen]
     if None in values or None in parts or (gen is not None and not parts):
         return _record({"op": "lease", "task": task, **lease_doc(lease)})
-    epoch, owner, name, updated = values
+    epoch_t, owner_t, name, updated_t = values
     if gen is None:
         spaced = compact = ""
     else:
         spaced = f', "generation": [{parts[0]}, {parts[1]}]'
         compact = f',"generation":[{parts[0]},{parts[1]}]'
     return _fast_record(
-        f'{{"epoch": {epoch}{spaced}, "op": "lease", "owner": {owner}, "task": {name}, '
-        f'"updated": {updated}}}',
-        f'{{"epoch":{epoch}{compact},"op":"lease","owner":{owner},"task":{name},'
-        f'"updated":{updated}}}',
+        f'{{"epoch": {epoch_t}{spaced}, "op": "lease", "owner": {owner_t}, "task": {name}, '
+        f'"updated": {updated_t}}}',
+        f'{{"epoch":{epoch_t}{compact},"op":"lease","owner":{owner_t},"task":{name},'
+        f'"updated":{updated_t}}}',
     )
 
 
 def free_record(task: str, stats: Stats) -> bytes:
     """CompleteState, AbandonState, DiscardState: ``task``'s lease is gone, its statistics are
     now ``stats`` (the totals, not the booking: replay needs no arithmetic)."""
-    values = [
-        json_scalar(v) for v in (stats.completions, stats.cost, stats.failures, stats.reward, task)
-    ]
+    completions, cost, failures, reward = (
+        stats.completions,
+        stats.cost,
+        stats.failures,
+        stats.reward,
+    )
+    if (
+        type(task) is str
+        and type(completions) is int
+        and type(failures) is int
+        and type(cost) is float
+        and type(reward) is float
+        and _INT_MIN <= completions <= _INT_MAX
+        and _INT_MIN <= failures <= _INT_MAX
+        and math.isfinite(cost)
+        and math.isfinite(reward)
+    ):
+        values: list[str | None] = [
+            _int_text(completions),
+            _float_text(cost),
+            _int_text(failures),
+            _float_text(reward),
+            encode_basestring_ascii(task),
+        ]
+    else:
+        values = [json_scalar(v) for v in (completions, cost, failures, reward, task)]
     if None in values:
         return _record({"op": "free", "task": task, "stats": _stats_doc(stats)})
-    completions, cost, failures, reward, name = values
+    completions_t, cost_t, failures_t, reward_t, name = values
     return _fast_record(
-        f'{{"op": "free", "stats": {{"completions": {completions}, "cost": {cost}, '
-        f'"failures": {failures}, "reward": {reward}}}, "task": {name}}}',
-        f'{{"op":"free","stats":{{"completions":{completions},"cost":{cost},'
-        f'"failures":{failures},"reward":{reward}}},"task":{name}}}',
+        f'{{"op": "free", "stats": {{"completions": {completions_t}, "cost": {cost_t}, '
+        f'"failures": {failures_t}, "reward": {reward_t}}}, "task": {name}}}',
+        f'{{"op":"free","stats":{{"completions":{completions_t},"cost":{cost_t},'
+        f'"failures":{failures_t},"reward":{reward_t}}},"task":{name}}}',
     )
 
 

@@ -327,7 +327,8 @@ class StateShardCoordinator:
             self._leases[task_id] = StateLease(
                 owner=worker, updated=now, epoch=self._epoch, generation=generation
             )
-            self._stats.setdefault(task_id, Stats())
+            if task_id not in self._stats:
+                self._stats[task_id] = Stats()
             self._log(lease_record(task_id, self._leases[task_id]))
         return True
 

@@ -92,6 +92,7 @@ from leasefence.impl.records import (
     encode_batch,
     encode_record,
     legacy_lease_line,
+    owned_record,
     parse_line,
     record_crc,
     scan_bytes,
@@ -445,22 +446,13 @@ class WorkLeaseJournal:
             return False
         now = self._now()
         attempt = self._attempts.get(work_id, 0) + 1
-        body: dict[str, Any] = {
-            "event": LEASE,
-            "work_id": work_id,
-            "worker": worker,
-            "updated": now,
-            "clock": UNIX,
-            "attempt": attempt,
-        }
-        if generation is not None:
-            body["generation"] = list(generation)
+        line = self._line(LEASE, work_id, worker, now, attempt, generation)
 
         def apply() -> None:
             self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)
             self._attempts[work_id] = attempt
 
-        self._commit_records([self._encode(body)], apply)
+        self._commit_records([line], apply)
         return True
 
     def complete(
@@ -484,13 +476,13 @@ class WorkLeaseJournal:
         held = self._leases.get(work_id)
         if worker is not None and (held is None or not _owns(held, worker, generation)):
             return False
-        body = self._end_body(DONE, work_id, held, self._now())
+        line = self._end_line(DONE, work_id, held, self._now())
 
         def apply() -> None:
             self._leases.pop(work_id, None)
             self._completed.add(work_id)
 
-        self._commit_records([self._encode(body)], apply)
+        self._commit_records([line], apply)
         return True
 
     def abandon(
@@ -510,12 +502,12 @@ class WorkLeaseJournal:
         held = self._leases.get(work_id)
         if held is None or (worker is not None and not _owns(held, worker, generation)):
             return False
-        body = self._end_body(RECLAIM, work_id, held, self._now())
+        line = self._end_line(RECLAIM, work_id, held, self._now())
 
         def apply() -> None:
             self._leases.pop(work_id, None)
 
-        self._commit_records([self._encode(body)], apply)
+        self._commit_records([line], apply)
         return True
 
     def recover(self, lease_ttl: float) -> list[str]:
@@ -536,7 +528,7 @@ class WorkLeaseJournal:
         )
         if not gone:
             return []
-        lines = [self._encode(self._end_body(RECLAIM, w, self._leases[w], now)) for w in gone]
+        lines = [self._end_line(RECLAIM, w, self._leases[w], now) for w in gone]
 
         def apply() -> None:
             for w in gone:
@@ -562,7 +554,7 @@ class WorkLeaseJournal:
         for w in sorted(self._completed | self._leases.keys() | self._attempts.keys()):
             held = self._leases.get(w)
             if w in self._completed:
-                lines.append(self._encode(self._end_body(DONE, w, None, now)))
+                lines.append(self._end_line(DONE, w, None, now))
             elif held is not None:
                 body: dict[str, Any] = {
                     "event": LEASE,
@@ -577,7 +569,7 @@ class WorkLeaseJournal:
                     body["generation"] = list(held.generation)
                 lines.append(self._encode(body))
             else:
-                lines.append(self._encode(self._end_body(RECLAIM, w, None, now)))
+                lines.append(self._end_line(RECLAIM, w, None, now))
         try:
             self._save_torn_tail()
             _replace_durably(self.path, b"".join(lines))
@@ -642,20 +634,38 @@ class WorkLeaseJournal:
             )
         return stamp
 
-    def _end_body(
-        self, event: str, work_id: str, held: LeaseRecord | None, now: float
-    ) -> dict[str, Any]:
+    def _end_line(self, event: str, work_id: str, held: LeaseRecord | None, now: float) -> bytes:
+        """The ``done`` or ``reclaim`` record ending ``held`` (None: no lease was active); it
+        carries the owner token of the lease that ended."""
+        worker, generation = (None, None) if held is None else (held.owner, held.generation)
+        return self._line(event, work_id, worker, now, self._attempts.get(work_id, 0), generation)
+
+    def _line(
+        self,
+        event: str,
+        work_id: str,
+        worker: int | None,
+        updated: float,
+        attempt: int,
+        generation: Generation | None,
+    ) -> bytes:
+        """The line of the record ``{"event", "work_id", "worker", "updated", "clock": "unix",
+        "attempt"[, "generation"]}``: built straight from its values (``owned_record``) when
+        they are of the types and ranges it knows, else from the record's dict (``_encode``)."""
+        line = owned_record(event, work_id, worker, updated, attempt, generation)
+        if line is not None:
+            return line
         body: dict[str, Any] = {
             "event": event,
             "work_id": work_id,
-            "worker": None if held is None else held.owner,
-            "updated": now,
+            "worker": worker,
+            "updated": updated,
             "clock": UNIX,
-            "attempt": self._attempts.get(work_id, 0),
+            "attempt": attempt,
         }
-        if held is not None and held.generation is not None:
-            body["generation"] = list(held.generation)  # the owner token of the lease that ended
-        return body
+        if generation is not None:
+            body["generation"] = list(generation)
+        return self._encode(body)
 
     def _encode(self, body: Mapping[str, Any]) -> bytes:
         """The record's line, refused (nothing written) when it is over the size limit or a

@@ -23,7 +23,6 @@ of that rank for that work ID), as F314 settles a RESULT without a state ID.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -116,20 +115,26 @@ class StepClock:
     def __init__(self, base: Callable[[], float] = time.time) -> None:
         self.base = base
         self._frozen: float | None = None
+        self._depth = 0
 
     def __call__(self) -> float:
         return self._frozen if self._frozen is not None else float(self.base())
 
-    @contextlib.contextmanager
-    def step(self) -> Iterator[float]:
-        """Freeze the clock for the duration of one step (re-entrant) and yield its reading."""
-        if self._frozen is not None:
-            yield self._frozen
-            return
-        self._frozen = float(self.base())
-        try:
-            yield self._frozen
-        finally:
+    def step(self) -> StepClock:
+        """Freeze the clock for the duration of one step (re-entrant): ``with clock.step() as
+        now``. The clock is its own context manager, counting how deep the steps are nested,
+        rather than a generator (a step is taken on every decision; this costs a third)."""
+        return self
+
+    def __enter__(self) -> float:
+        if self._depth == 0:
+            self._frozen = float(self.base())
+        self._depth += 1
+        return self._frozen  # type: ignore[return-value]
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
             self._frozen = None
 
 
@@ -207,6 +212,10 @@ class DispatchOutcome:
     taken: tuple[str, ...]
     refused: str | None
     undone: tuple[str, ...]
+
+
+#: The outcome of every dispatch that succeeds (an immutable value: one for all of them).
+_DISPATCHED = DispatchOutcome(True, DISPATCH_STEPS, None, ())
 
 
 @dataclass(frozen=True)
@@ -650,13 +659,15 @@ class Master:
                         break
                     taken.append(step)
                 else:
-                    reservations = tuple(
-                        (RESERVATION_OF[s], keys[RESERVATION_OF[s]]) for s in taken[:3]
-                    )
+                    # every step taken: every reservation, in the order of DISPATCH_STEPS
+                    reservations = tuple((kind, keys[kind]) for kind in RESERVATION_OF.values())
                     disp = ActiveDispatch(work_id, item.state_task_id, reservations, gen)
-                    self._slots.setdefault(rank, []).append(disp)
+                    if held:
+                        held.append(disp)
+                    else:
+                        self._slots[rank] = [disp]
                     self.counters.dispatched += 1
-                    outcome = DispatchOutcome(True, tuple(taken), None, ())
+                    outcome = _DISPATCHED
             except BaseException:
                 # An error (not a refusal) inside a step: leave nothing taken behind.
                 self._reject_dispatch(item, rank, taken, gen)
@@ -669,9 +680,15 @@ class Master:
     def work_message(self, rank: Rank, work_id: WorkId) -> Work:
         """The WORK message of ``rank``'s active dispatch of ``work_id``: the catalogue's payload
         with the dispatch's generation (none under rank fencing)."""
-        gen = next((d.generation for d in self._slots.get(rank, []) if d.work_id == work_id), None)
+        slots = self._slots.get(rank, [])
+        if slots and slots[-1].work_id == work_id:  # the dispatch just made, at once
+            gen = slots[-1].generation
+        else:
+            gen = next((d.generation for d in slots if d.work_id == work_id), None)
         work = self.catalogue[work_id].work()
-        return work if gen is None else Work(work.work_id, work.state_task_id, work.payload, gen)
+        if gen is None:
+            return work
+        return Work(work.work_id, work.state_task_id, work.payload, gen, work.payload_json)
 
     def _reject_dispatch(
         self,
@@ -833,7 +850,7 @@ class Master:
     def _end(self, rank: Rank, disp: ActiveDispatch, expired: bool = False) -> None:
         """End one active dispatch of the rank and release its reservations (last taken first).
         One that ``expired`` after an invalid answer charges its item (``count_malformed``)."""
-        if (rank, disp) in self._answered_invalidly:
+        if self._answered_invalidly and (rank, disp) in self._answered_invalidly:
             self._answered_invalidly.discard((rank, disp))
             if expired:
                 self._charge_invalid(disp.work_id)

@@ -26,6 +26,7 @@ ranks of ``COMM_TYPE_SHARED`` against the cores this process may run on).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -34,6 +35,18 @@ from pathlib import Path
 from typing import Any
 
 POLL_MODES = ("auto", "spin", "yield", "sleep", "block")
+
+
+@functools.cache
+def mpi() -> Any:
+    """The ``mpi4py.MPI`` module, imported on first use (this package imports without MPI) and
+    then returned at once: a ``from mpi4py import MPI`` in a function costs a call into
+    ``importlib`` each time, and the loops take several per message (issue 19)."""
+    from mpi4py import MPI
+
+    return MPI
+
+
 #: ``PollPolicy.wait``'s answers besides a sleep in seconds.
 AGAIN, YIELD = -1.0, 0.0
 
@@ -104,9 +117,8 @@ def node_policy(comm: Any, mode: str = "auto") -> PollPolicy:
     """The policy of ``mode`` for this rank's node: oversubscribed when the ranks of ``comm``
     on this node (``COMM_TYPE_SHARED``) outnumber its usable cores. Collective: every rank of
     ``comm`` calls it at the same point."""
-    from mpi4py import MPI
-
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    lib = mpi()
+    local = comm.Split_type(lib.COMM_TYPE_SHARED)
     try:
         ranks_here = local.Get_size()
     finally:
@@ -125,17 +137,16 @@ READY = PollPolicy("ready", 0.0, 0.0, 0.0, 0.0)
 def receive(comm: Any, source: int, timeout: float | None, policy: PollPolicy) -> Any:
     """``(message, status)`` of the next message from ``source`` (``MPI.ANY_SOURCE``: any), an
     ``MPI.Message`` to ``Recv``; None after ``timeout`` seconds (None: wait for ever)."""
-    from mpi4py import MPI
-
-    status = MPI.Status()
+    lib = mpi()
+    status = lib.Status()
     for _ in range(READY_POLLS if policy is READY else 1):
-        message = comm.improbe(source=source, tag=MPI.ANY_TAG, status=status)
+        message = comm.improbe(source=source, tag=lib.ANY_TAG, status=status)
         if message is not None:
             return message, status
     if policy is READY:
         return None
     if timeout is None and policy.block:
-        return comm.mprobe(source=source, tag=MPI.ANY_TAG, status=status), status
+        return comm.mprobe(source=source, tag=lib.ANY_TAG, status=status), status
     start = time.monotonic()
     deadline = math.inf if timeout is None else start + timeout
     slept = 0.0
@@ -149,6 +160,6 @@ def receive(comm: Any, source: int, timeout: float | None, policy: PollPolicy) -
             time.sleep(min(step, deadline - now))
         elif step == YIELD:
             os.sched_yield()
-        message = comm.improbe(source=source, tag=MPI.ANY_TAG, status=status)
+        message = comm.improbe(source=source, tag=lib.ANY_TAG, status=status)
         if message is not None:
             return message, status

@@ -74,6 +74,8 @@ def validate_work_id(work_id: object) -> str:
 
 
 def _check_worker(worker: object, name: str = "worker") -> int:
+    if type(worker) is int:
+        return worker
     if isinstance(worker, bool) or not isinstance(worker, int):
         raise TypeError(f"{name} must be an int (an MPI rank), got {worker!r:.80}")
     return worker
@@ -142,19 +144,90 @@ def _fast_record(body: Mapping[str, Any]) -> _Line | None:
     attempt = json_scalar(body["attempt"])
     if None in (event, work_id, worker, updated, clock, attempt):
         return None
+    return _assemble(event, work_id, worker, updated, clock, attempt, generation)  # type: ignore[arg-type]
+
+
+def _assemble(
+    event: str, work_id: str, worker: str, updated: str, clock: str, attempt: str, generation: str
+) -> _Line:
+    """A record's line (and its canonical form, kept for ``encode_batch``) from each value's
+    JSON text; ``generation`` is ``[epoch,counter]``'s text, or empty when the record has none."""
     gen_sorted = f',"generation":{generation}' if generation else ""
     head = f'{{"attempt":{attempt},"clock":{clock}'
     tail = (
         f'"event":{event}{gen_sorted},"updated":{updated},"work_id":{work_id},"worker":{worker}}}'
     )
     crc = zlib.crc32(f"{head},{tail}".encode("ascii"))
-    gen_line = f',"generation":{generation}' if generation else ""
     line = _Line(
         f'{{"event":{event},"work_id":{work_id},"worker":{worker},"updated":{updated},'
-        f'"clock":{clock},"attempt":{attempt}{gen_line},"crc":"{crc:08x}"}}\n'.encode("ascii")
+        f'"clock":{clock},"attempt":{attempt}{gen_sorted},"crc":"{crc:08x}"}}\n'.encode("ascii")
     )
     line.sorted_form = f'{head},"crc":"{crc:08x}",{tail}'.encode("ascii")
     return line
+
+
+#: The JSON text of each event the journal writes, and of its one clock tag.
+_EVENT_TEXT = {LEASE: '"lease"', DONE: '"done"', RECLAIM: '"reclaim"'}
+_UNIX_TEXT = '"unix"'
+_int_text = int.__repr__
+_float_text = float.__repr__
+
+
+def owned_record(
+    event: str,
+    work_id: str,
+    worker: int | None,
+    updated: float,
+    attempt: int,
+    generation: Generation | None,
+) -> _Line | None:
+    """The line ``encode_record`` writes for the record ``{"event", "work_id", "worker",
+    "updated", "clock": "unix", "attempt"[, "generation"]}`` that ``lease``, ``complete``,
+    ``abandon`` and ``recover`` append, built straight from values of the exact types and ranges
+    the journal checked (a 64-hex-digit ``str`` ID, ``int`` rank and attempt in range, a finite
+    ``float`` time, a generation of two ``int``); None for anything else, which the caller
+    encodes from the record's dict (``encode_record``, which decides and raises). No
+    ``json_scalar`` per value and no dict (issue 19); the bytes are ``encode_record``'s
+    (tests/unit/test_records_encode.py)."""
+    event_text = _EVENT_TEXT.get(event)
+    if (
+        event_text is None
+        or type(work_id) is not str
+        or _WORK_ID.fullmatch(work_id) is None
+        or type(updated) is not float
+        or not -MAX_TIMESTAMP <= updated <= MAX_TIMESTAMP
+        or type(attempt) is not int
+        or not 0 <= attempt <= MAX_ATTEMPT
+    ):
+        return None
+    if worker is None:
+        worker_text = "null"
+    elif type(worker) is int and 0 <= worker <= MAX_WORKER:
+        worker_text = _int_text(worker)
+    else:
+        return None
+    if generation is None:
+        gen_text = ""
+    elif (
+        type(generation) is tuple
+        and len(generation) == 2
+        and type(generation[0]) is int
+        and type(generation[1]) is int
+        and 0 <= generation[0] <= MAX_ATTEMPT
+        and 0 <= generation[1] <= MAX_ATTEMPT
+    ):
+        gen_text = f"[{_int_text(generation[0])},{_int_text(generation[1])}]"
+    else:
+        return None
+    return _assemble(
+        event_text,
+        f'"{work_id}"',
+        worker_text,
+        _float_text(updated),
+        _UNIX_TEXT,
+        _int_text(attempt),
+        gen_text,
+    )
 
 
 def encode_record(body: Mapping[str, Any]) -> bytes:
@@ -265,6 +338,8 @@ class Scan:
 def _number(value: object) -> float | None:
     """``value`` as a finite float within ``MAX_TIMESTAMP`` of 0, or None (bools, non-numbers,
     NaN, infinities and values beyond the range are not timestamps)."""
+    if type(value) is float:  # the common case first
+        return value if -MAX_TIMESTAMP <= value <= MAX_TIMESTAMP else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if not abs(value) <= MAX_TIMESTAMP:  # exact for ints; False for NaN
@@ -274,6 +349,8 @@ def _number(value: object) -> float | None:
 
 def _whole(value: object, low: int, high: int) -> bool:
     """Whether ``value`` is an int (not a bool) in ``low..high``."""
+    if type(value) is int:  # the common case first
+        return low <= value <= high
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 

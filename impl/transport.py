@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.master import Master, ResultOutcome
-from leasefence.impl.poll import READY, PollPolicy, guess_policy, receive
+from leasefence.impl.poll import READY, PollPolicy, guess_policy, mpi, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
     FROM_WORKER,
@@ -243,21 +243,19 @@ def mpi_receive(
 ) -> Envelope | None:
     """The next message from ``source`` (or any), waited for as ``policy`` says (default: ``auto``
     for this job's size, ``guess_policy``); None after ``timeout`` seconds (None: never)."""
-    from mpi4py import MPI
-
+    lib = mpi()
     got = receive(comm, source, timeout, policy if policy is not None else guess_policy(comm))
     if got is None:
         return None
     message, status = got
-    buf = bytearray(status.Get_count(MPI.BYTE))
-    message.Recv([buf, MPI.BYTE])
+    buf = bytearray(status.Get_count(lib.BYTE))
+    message.Recv([buf, lib.BYTE])
     return Envelope(status.Get_source(), status.Get_tag(), bytes(buf))
 
 
 def mpi_send(comm: Any, dest: int, tag: int, data: bytes) -> None:
-    from mpi4py import MPI
-
-    comm.Send([data, MPI.BYTE], dest=dest, tag=tag)
+    lib = mpi()
+    comm.Send([data, lib.BYTE], dest=dest, tag=tag)
 
 
 class MpiTransport:
@@ -277,17 +275,15 @@ class MpiTransport:
         mpi_send(self.comm, rank, tag, data)
 
     def receive(self, timeout: float) -> Envelope | None:
-        from mpi4py import MPI
-
-        return mpi_receive(self.comm, MPI.ANY_SOURCE, timeout, self.poll)
+        lib = mpi()
+        return mpi_receive(self.comm, lib.ANY_SOURCE, timeout, self.poll)
 
     def ready(self) -> Envelope | None:
         """A message already waiting, or None at once: a few ``Improbe`` calls without pause
         (``poll.READY_POLLS``: MPICH may match a message that has arrived only on the second
         call, each call driving its progress engine once)."""
-        from mpi4py import MPI
-
-        return mpi_receive(self.comm, MPI.ANY_SOURCE, 0.0, READY)
+        lib = mpi()
+        return mpi_receive(self.comm, lib.ANY_SOURCE, 0.0, READY)
 
 
 # -- the pair ----------------------------------------------------------------------------------

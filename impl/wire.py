@@ -47,6 +47,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from json.encoder import encode_basestring_ascii
 from typing import Any, NewType
 
 from leasefence.impl.errors import ProtocolError
@@ -98,6 +99,11 @@ class Work:
     state_task_id: StateTaskId
     payload: Mapping[str, Any] = field(default_factory=dict)
     generation: Generation | None = None
+    #: ``payload``'s canonical JSON (keys sorted, no spaces, ASCII), when the sender already
+    #: has it (the master's catalogue: ``WorkItem.payload_json``): ``encode`` writes it instead
+    #: of encoding ``payload`` again. Not a field of the message: never compared, never sent
+    #: on its own, None on every decoded WORK.
+    payload_json: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,13 @@ def valid_work_id(value: object) -> bool:
 def valid_generation(value: object) -> bool:
     """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
     ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
+    kind = type(value)
+    if kind is tuple or kind is list:  # the common case, without the general checks' calls
+        if len(value) != 2:  # type: ignore[arg-type]
+            return False
+        epoch, counter = value  # type: ignore[misc]
+        if type(epoch) is int and type(counter) is int:
+            return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
     if not isinstance(value, tuple | list) or len(value) != 2:
         return False
     epoch, counter = value
@@ -206,16 +219,44 @@ def encode(msg: Message) -> tuple[Tag, bytes]:
     """``msg`` as (MPI tag, JSON bytes); ``ProtocolError`` if it is over ``MAX_MESSAGE_BYTES``
     or holds something JSON cannot carry exactly (NaN, infinity, a non-string key)."""
     tag = tag_of(msg)
-    doc = {"v": PROTOCOL_VERSION, "type": tag.name.lower(), **_body(msg)}
-    try:
-        data = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"cannot encode {tag.name} message: {exc}") from None
+    fast = _work_bytes(msg) if tag is Tag.WORK else None
+    if fast is not None:
+        data = fast
+    else:
+        doc = {"v": PROTOCOL_VERSION, "type": tag.name.lower(), **_body(msg)}
+        try:
+            data = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise ProtocolError(f"cannot encode {tag.name} message: {exc}") from None
     if len(data) > MAX_MESSAGE_BYTES:
         raise ProtocolError(
             f"{tag.name} message of {len(data)} bytes exceeds the limit of {MAX_MESSAGE_BYTES}"
         )
     return tag, data
+
+
+def _work_bytes(msg: Message) -> bytes | None:
+    """A WORK's bytes, exactly as ``encode``'s ``json.dumps`` writes them, joined from its
+    payload's canonical JSON when the sender has it (``Work.payload_json``) and the text of
+    its other values (issue 19: the payload is not encoded again for every dispatch); None
+    when it has none or a value is not of the plain type assumed here (the general path
+    decides). tests/unit/test_wire.py compares the two."""
+    if type(msg) is not Work or msg.payload_json is None:
+        return None
+    work_id, task, gen = msg.work_id, msg.state_task_id, msg.generation
+    if type(work_id) is not str or type(task) is not str:
+        return None
+    if gen is None:
+        generation = ""
+    elif type(gen) is tuple and len(gen) == 2 and type(gen[0]) is int and type(gen[1]) is int:
+        generation = f'"generation":[{int.__repr__(gen[0])},{int.__repr__(gen[1])}],'
+    else:
+        return None
+    return (
+        f'{{{generation}"payload":{msg.payload_json},"state_task_id":'
+        f'{encode_basestring_ascii(task)},"type":"work","v":{PROTOCOL_VERSION},'
+        f'"work_id":{encode_basestring_ascii(work_id)}}}'
+    ).encode()
 
 
 _FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
@@ -244,6 +285,55 @@ _STRICT = strict_hooks(ProtocolError, "field {} appears twice")
 _DECODER = json.JSONDecoder(**_STRICT)
 
 
+#: A RESULT exactly as ``encode`` writes it (keys sorted, no spaces) with values in the plain
+#: spellings below: read by ``_fast_result`` with one match instead of the JSON machinery and
+#: the field checks. The parts that could hold something unusual are narrowed so that a match
+#: is always a message the general path accepts with the same values: ``cpu_s`` a non-negative
+#: number without a sign, the generation's parts at most 19 digits, the state task ID without
+#: a quote or a backslash (its text is then its value). ``output`` is any text between
+#: ``"output":`` and the fixed tail, and must decode on its own as one JSON object.
+_RESULT_LINE = re.compile(
+    r'\{"cpu_s":((?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?),'
+    r'(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
+    r'"ok":(true|false),"output":(\{.*\}),'
+    r'(?:"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",)?'
+    r'"type":"result","v":1,"work_id":"([0-9a-f]{64})"\}',
+    re.DOTALL,
+)
+
+
+def _fast_result(text: str) -> Result | None:
+    """The RESULT ``text`` holds when it is in ``_RESULT_LINE``'s layout, else None (the general
+    path decides, and names what is wrong). The values are those the general path reads from
+    such a text (tests/unit/test_wire.py compares the two on written and hostile messages)."""
+    m = _RESULT_LINE.fullmatch(text)
+    if m is None:
+        return None
+    cpu_text, epoch, counter, ok, output_text, task, work_id = m.groups()
+    cpu = float(cpu_text)
+    if not 0.0 <= cpu <= MAX_CPU_S:
+        return None
+    generation: Generation | None = None
+    if epoch is not None:
+        generation = (int(epoch), int(counter))
+        if generation[0] > MAX_GENERATION_PART or generation[1] > MAX_GENERATION_PART:
+            return None
+    try:
+        output = _DECODER.decode(output_text)
+    except (ValueError, RecursionError):  # ProtocolError (a hook's) is a ValueError too
+        return None
+    if type(output) is not dict:
+        return None
+    return Result(
+        WorkId(work_id),
+        None if task is None else StateTaskId(task),
+        ok == "true",
+        cpu,
+        output,
+        generation,
+    )
+
+
 def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag]) -> Message:
     """The message carried by MPI tag ``tag`` and bytes ``data``, validated.
 
@@ -265,6 +355,10 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
+    if kind is Tag.RESULT:
+        fast = _fast_result(text)
+        if fast is not None:
+            return fast
     try:
         # json.loads's one check beyond the decoder's: a BOM, refused with its own message
         doc = json.loads(text, **_STRICT) if text[:1] == "\ufeff" else _DECODER.decode(text)

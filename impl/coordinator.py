@@ -196,12 +196,16 @@ def _check_task(task_id: object) -> str:
 
 
 def _check_worker(worker: object) -> int:
+    if type(worker) is int:  # the common case first
+        return worker
     if isinstance(worker, bool) or not isinstance(worker, int):
         raise InvalidArgument(f"a worker rank must be an int, got {worker!r}")
     return worker
 
 
 def _check_amount(name: str, value: object) -> float:
+    if type(value) is float and -MAX_AMOUNT <= value <= MAX_AMOUNT:  # finite: NaN fails too
+        return value
     if not isinstance(value, bool) and isinstance(value, int | float):
         try:
             amount = float(value)
@@ -507,8 +511,9 @@ class _Change:
 
     def __init__(self, coordinator: StateShardCoordinator, tasks: tuple[str, ...]) -> None:
         self._coordinator = coordinator
-        self._leases = [(t, coordinator._leases.get(t)) for t in tasks]
-        self._stats = [(t, coordinator._stats.get(t)) for t in tasks]
+        leases, stats = coordinator._leases, coordinator._stats
+        self._leases = [(t, leases.get(t)) for t in tasks]
+        self._stats = [(t, stats.get(t)) for t in tasks]
         self._logged = len(coordinator._pending)
 
     def __enter__(self) -> None:

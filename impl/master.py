@@ -154,19 +154,22 @@ class Reservations:
 
     def reserve(self, kind: str, key: str) -> bool:
         """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
+        held = self._held.get((kind, key), 0)  # ``get``: no ``Counter.__missing__`` call
         limit = self.limits[kind]
-        if limit is not None and self._held[kind, key] >= limit:
+        if limit is not None and held >= limit:
             return False
-        self._held[kind, key] += 1
+        self._held[kind, key] = held + 1
         return True
 
     def release(self, kind: str, key: str) -> None:
         """Give back one reservation of ``key`` in pool ``kind``."""
-        if self._held[kind, key] <= 0:
+        held = self._held.get((kind, key), 0)
+        if held <= 0:
             raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
-        self._held[kind, key] -= 1
-        if not self._held[kind, key]:
+        if held == 1:
             del self._held[kind, key]
+        else:
+            self._held[kind, key] = held - 1
 
     def held(self) -> dict[tuple[str, str], int]:
         """Every reservation held now, by (kind, key)."""
@@ -928,7 +931,10 @@ class Master:
         return [w for w in self.catalogue if w not in done and not self.given_up(w)]
 
     def _finished_here(self, work_id: WorkId) -> bool:
-        return work_id in self._done or self.given_up(work_id)
+        if work_id in self._done:
+            return True
+        # ``given_up`` only when some item failed or was answered invalidly at all
+        return bool(self.failures or self.invalid) and self.given_up(work_id)
 
     def _pending(self, skip: set[WorkId]) -> Iterator[WorkId]:
         """The unfinished work not in ``skip``, in catalogue order, read lazily from the queue:

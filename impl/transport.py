@@ -450,11 +450,13 @@ def worker_execute(
         sent += reply.tag == Tag.RESULT
 
     while True:
-        due = [r for r in held if r[0] <= time.monotonic()]
-        for item in due:
-            held.remove(item)
-            send(item[1])
-        wait = min((t for t, _ in held), default=None)
+        wait = None
+        if held:  # (none held, the usual case: no list built, no clock read)
+            due = [r for r in held if r[0] <= time.monotonic()]
+            for item in due:
+                held.remove(item)
+                send(item[1])
+            wait = min((t for t, _ in held), default=None)
         env = mpi_receive(
             comm, 0, None if wait is None else max(wait - time.monotonic(), 0.0), policy
         )

@@ -43,8 +43,9 @@ wire (the rank is MPI's message source; attempts are counted by the receiver).
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from json.encoder import encode_basestring_ascii
@@ -152,16 +153,11 @@ def valid_work_id(value: object) -> bool:
 def valid_generation(value: object) -> bool:
     """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
     ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
-    kind = type(value)
-    if kind is tuple or kind is list:  # the common case, without the general checks' calls
-        if len(value) != 2:  # type: ignore[arg-type]
-            return False
-        epoch, counter = value  # type: ignore[misc]
-        if type(epoch) is int and type(counter) is int:
-            return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
     if not isinstance(value, tuple | list) or len(value) != 2:
         return False
     epoch, counter = value
+    if type(epoch) is int and type(counter) is int:  # the common case, without ``_whole``
+        return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
     return _whole(epoch, MAX_GENERATION_PART) and _whole(counter, MAX_GENERATION_PART)
 
 
@@ -219,7 +215,10 @@ def encode(msg: Message) -> tuple[Tag, bytes]:
     """``msg`` as (MPI tag, JSON bytes); ``ProtocolError`` if it is over ``MAX_MESSAGE_BYTES``
     or holds something JSON cannot carry exactly (NaN, infinity, a non-string key)."""
     tag = tag_of(msg)
-    fast = _work_bytes(msg) if tag is Tag.WORK else None
+    if tag is Tag.WORK:
+        fast = _work_bytes(msg)
+    else:
+        fast = _result_bytes(msg) if tag is Tag.RESULT else None
     if fast is not None:
         data = fast
     else:
@@ -255,6 +254,53 @@ def _work_bytes(msg: Message) -> bytes | None:
     return (
         f'{{{generation}"payload":{msg.payload_json},"state_task_id":'
         f'{encode_basestring_ascii(task)},"type":"work","v":{PROTOCOL_VERSION},'
+        f'"work_id":{encode_basestring_ascii(work_id)}}}'
+    ).encode()
+
+
+#: ``json.dumps``'s settings for a message, and so for every object inside one.
+_DUMPS = {"sort_keys": True, "separators": (",", ":"), "allow_nan": False}
+
+
+def _result_bytes(msg: Message) -> bytes | None:
+    """A RESULT's bytes, exactly as ``encode``'s ``json.dumps`` writes them, joined from the
+    text of its values (only ``output`` through ``json.dumps``: a worker's CPU is the master's
+    loss where ranks share cores, issue 19); None when a value is not of the plain type assumed
+    here or ``output`` cannot be encoded (the general path decides, and names the error).
+    tests/unit/test_wire.py compares the two."""
+    if type(msg) is not Result:
+        return None
+    work_id, task, gen, cpu, ok, output = (
+        msg.work_id,
+        msg.state_task_id,
+        msg.generation,
+        msg.cpu_s,
+        msg.ok,
+        msg.output,
+    )
+    if (
+        type(work_id) is not str
+        or not (task is None or type(task) is str)
+        or type(cpu) is not float
+        or not math.isfinite(cpu)
+        or type(ok) is not bool
+        or type(output) is not dict
+    ):
+        return None
+    if gen is None:
+        generation = ""
+    elif type(gen) is tuple and len(gen) == 2 and type(gen[0]) is int and type(gen[1]) is int:
+        generation = f'"generation":[{int.__repr__(gen[0])},{int.__repr__(gen[1])}],'
+    else:
+        return None
+    try:
+        output_text = json.dumps(output, **_DUMPS)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    task_text = "" if task is None else f'"state_task_id":{encode_basestring_ascii(task)},'
+    return (
+        f'{{"cpu_s":{float.__repr__(cpu)},{generation}"ok":{"true" if ok else "false"},'
+        f'"output":{output_text},{task_text}"type":"result","v":{PROTOCOL_VERSION},'
         f'"work_id":{encode_basestring_ascii(work_id)}}}'
     ).encode()
 
@@ -313,11 +359,9 @@ def _fast_result(text: str) -> Result | None:
     cpu = float(cpu_text)
     if not 0.0 <= cpu <= MAX_CPU_S:
         return None
-    generation: Generation | None = None
-    if epoch is not None:
-        generation = (int(epoch), int(counter))
-        if generation[0] > MAX_GENERATION_PART or generation[1] > MAX_GENERATION_PART:
-            return None
+    in_range, generation = _generation(epoch, counter)
+    if not in_range:
+        return None
     try:
         output = _DECODER.decode(output_text)
     except (ValueError, RecursionError):  # ProtocolError (a hook's) is a ValueError too
@@ -332,6 +376,52 @@ def _fast_result(text: str) -> Result | None:
         output,
         generation,
     )
+
+
+#: A WORK exactly as ``encode`` writes it, read by ``_fast_work`` as ``_RESULT_LINE`` is read.
+_WORK_LINE = re.compile(
+    r'\{(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
+    r'"payload":(\{.*\}),'
+    r'"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",'
+    r'"type":"work","v":1,"work_id":"([0-9a-f]{64})"\}',
+    re.DOTALL,
+)
+
+
+def _fast_work(text: str) -> Work | None:
+    """The WORK ``text`` holds when it is in ``_WORK_LINE``'s layout, else None (as
+    ``_fast_result``; a worker's CPU is the master's loss where ranks share cores)."""
+    m = _WORK_LINE.fullmatch(text)
+    if m is None:
+        return None
+    epoch, counter, payload_text, task, work_id = m.groups()
+    in_range, generation = _generation(epoch, counter)
+    if not in_range:
+        return None
+    try:
+        payload = _DECODER.decode(payload_text)
+    except (ValueError, RecursionError):  # ProtocolError (a hook's) is a ValueError too
+        return None
+    if type(payload) is not dict:
+        return None
+    return Work(WorkId(work_id), StateTaskId(task), payload, generation)
+
+
+def _generation(epoch: str | None, counter: str | None) -> tuple[bool, Generation | None]:
+    """Whether the generation a fast reader matched is in range (the general path refuses one
+    beyond ``MAX_GENERATION_PART``), and the generation (None: the message has none)."""
+    if epoch is None or counter is None:
+        return True, None
+    generation = (int(epoch), int(counter))
+    ok = generation[0] <= MAX_GENERATION_PART and generation[1] <= MAX_GENERATION_PART
+    return ok, generation
+
+
+#: The fast reader of each tag that has one (the general path reads the rest).
+_FAST_READERS: dict[Tag, Callable[[str], Message | None]] = {
+    Tag.WORK: _fast_work,
+    Tag.RESULT: _fast_result,
+}
 
 
 def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag]) -> Message:
@@ -355,10 +445,9 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
-    if kind is Tag.RESULT:
-        fast = _fast_result(text)
-        if fast is not None:
-            return fast
+    fast = _FAST_READERS.get(kind)
+    if fast is not None and (message := fast(text)) is not None:
+        return message
     try:
         # json.loads's one check beyond the decoder's: a BOM, refused with its own message
         doc = json.loads(text, **_STRICT) if text[:1] == "\ufeff" else _DECODER.decode(text)

@@ -463,7 +463,7 @@ def batch_record(lines: list[bytes]) -> bytes:
     orders the sectors of that write, can damage only the last line: a torn tail."""
     if len(lines) == 1:
         return lines[0]
-    if all(type(line) is _Line for line in lines):
+    if set(map(type, lines)) == {_Line}:  # (no generator to resume per line)
         # What ``_record`` makes of the decoded records, from the forms each line kept.
         compact = ",".join([line.compact for line in lines])  # type: ignore[attr-defined]
         crc = zlib.crc32(f'{{"op":"batch","records":[{compact}]}}'.encode("ascii"))

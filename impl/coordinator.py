@@ -328,12 +328,11 @@ class StateShardCoordinator:
             return False
         now = self._now()
         with self._change((task_id,)):
-            self._leases[task_id] = StateLease(
-                owner=worker, updated=now, epoch=self._epoch, generation=generation
-            )
+            lease = StateLease(owner=worker, updated=now, epoch=self._epoch, generation=generation)
+            self._leases[task_id] = lease
             if task_id not in self._stats:
                 self._stats[task_id] = Stats()
-            self._log(lease_record(task_id, self._leases[task_id]))
+            self._log(lease_record(task_id, lease))
         return True
 
     def complete(
@@ -512,8 +511,13 @@ class _Change:
     def __init__(self, coordinator: StateShardCoordinator, tasks: tuple[str, ...]) -> None:
         self._coordinator = coordinator
         leases, stats = coordinator._leases, coordinator._stats
-        self._leases = [(t, leases.get(t)) for t in tasks]
-        self._stats = [(t, stats.get(t)) for t in tasks]
+        if len(tasks) == 1:  # every decision's change (a comprehension is a call of its own)
+            task = tasks[0]
+            self._leases = [(task, leases.get(task))]
+            self._stats = [(task, stats.get(task))]
+        else:
+            self._leases = [(t, leases.get(t)) for t in tasks]
+            self._stats = [(t, stats.get(t)) for t in tasks]
         self._logged = len(coordinator._pending)
 
     def __enter__(self) -> None:

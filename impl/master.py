@@ -167,7 +167,7 @@ class Reservations:
         if held <= 0:
             raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
         if held == 1:
-            del self._held[kind, key]
+            self._held.pop((kind, key))  # (``del`` would call ``Counter.__delitem__``)
         else:
             self._held[kind, key] = held - 1
 
@@ -638,20 +638,24 @@ class Master:
         if item is None:
             raise UnknownWork(f"work {work_id!r} is not in the master's catalogue")
         gen = self.next_generation(rank)
-        keys = {"target": item.target, "parameter": item.parameter, "algorithm": item.algorithm}
+        # The reservations in the order of DISPATCH_STEPS, (kind, key) each.
+        reservations = (
+            ("target", item.target),
+            ("parameter", item.parameter),
+            ("algorithm", item.algorithm),
+        )
         taken: list[str] = []
         with self.clock.step() as now:
             try:
                 for step in DISPATCH_STEPS:
-                    if step in RESERVATION_OF:
-                        kind = RESERVATION_OF[step]
-                        ok = self.reservations.reserve(kind, keys[kind])
-                    elif step == "lease_work":
+                    if step == "lease_work":
                         ok = self.journal.lease(work_id, rank, **_kw(gen))
                         if ok and gen is not None:
                             self._generations[rank] = gen[1]  # Bump(r): the counter advances
-                    else:
+                    elif step == "lease_state":
                         ok = self.coordinator.lease(item.state_task_id, rank, **_kw(gen))
+                    else:  # reserve_target, reserve_parameter, reserve_algorithm: in order
+                        ok = self.reservations.reserve(*reservations[len(taken)])
                     if not ok:
                         undone = self._reject_dispatch(item, rank, taken, gen)
                         outcome = DispatchOutcome(False, tuple(taken), step, undone)
@@ -662,8 +666,7 @@ class Master:
                         break
                     taken.append(step)
                 else:
-                    # every step taken: every reservation, in the order of DISPATCH_STEPS
-                    reservations = tuple((kind, keys[kind]) for kind in RESERVATION_OF.values())
+                    # every step taken: every reservation
                     disp = ActiveDispatch(work_id, item.state_task_id, reservations, gen)
                     if held:
                         held.append(disp)
@@ -739,10 +742,11 @@ class Master:
         work_id, reported = result.work_id, result.state_task_id
         mine = self._slots.get(rank, [])
         presented = result.generation if self.fence == FENCE_GENERATION else None
-        if presented is not None:
-            disp = next((d for d in mine if d.generation == presented), None)
-        else:
-            disp = next((d for d in mine if d.work_id == work_id), None)
+        disp: ActiveDispatch | None = None
+        for d in mine:  # oldest first: results come back in order, so usually the first
+            if (d.generation == presented) if presented is not None else (d.work_id == work_id):
+                disp = d
+                break
         self.counters.solver_cpu_s += result.cpu_s
         with self.clock.step() as now:
             if (disp is not None and disp.work_id != work_id) or (

@@ -247,7 +247,7 @@ def encode_batch(lines: list[bytes]) -> bytes:
     line whose ``records`` are those records, each with its own ``crc``."""
     if len(lines) == 1:
         return lines[0]
-    if all(type(line) is _Line for line in lines):
+    if set(map(type, lines)) == {_Line}:  # (no generator to resume per line)
         # A record sits in a batch line exactly as on its own line (``json`` wrote both), and
         # in the batch's canonical form as its own canonical form with its ``crc``.
         canonical = b'{"event":"batch","records":[%s]}' % b",".join(

@@ -341,7 +341,7 @@ _DECODER = json.JSONDecoder(**_STRICT)
 _RESULT_LINE = re.compile(
     r'\{"cpu_s":((?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?),'
     r'(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
-    r'"ok":(true|false),"output":(\{.*\}),'
+    r'"ok":(true|false),"output":(\{.*?\}),'
     r'(?:"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",)?'
     r'"type":"result","v":1,"work_id":"([0-9a-f]{64})"\}',
     re.DOTALL,
@@ -381,7 +381,7 @@ def _fast_result(text: str) -> Result | None:
 #: A WORK exactly as ``encode`` writes it, read by ``_fast_work`` as ``_RESULT_LINE`` is read.
 _WORK_LINE = re.compile(
     r'\{(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
-    r'"payload":(\{.*\}),'
+    r'"payload":(\{.*?\}),'
     r'"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",'
     r'"type":"work","v":1,"work_id":"([0-9a-f]{64})"\}',
     re.DOTALL,

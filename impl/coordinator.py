@@ -464,7 +464,8 @@ class StateShardCoordinator:
         with self._change((task_id,)):
             del self._leases[task_id]
             if delta is not None:
-                self._stats[task_id] = self._stats.get(task_id, Stats()).plus(delta)
+                old = self._stats.get(task_id)
+                self._stats[task_id] = (Stats() if old is None else old).plus(delta)
             self._log(free_record(task_id, self._stats[task_id]))
         return True
 

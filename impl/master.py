@@ -805,12 +805,12 @@ class Master:
                 self._done.add(work_id)
                 self.counters.completed += 1
                 if task is not None:
-                    state_ok = self._state(
-                        lambda t: self.coordinator.complete(
-                            t, rank, reward=1.0, cost=result.cpu_s, **_kw(gen)
-                        ),
-                        task,
-                    )
+                    try:
+                        state_ok = self.coordinator.complete(
+                            task, rank, reward=1.0, cost=result.cpu_s, **_kw(gen)
+                        )
+                    except UnknownTask:  # (``_state``, without a closure on every result)
+                        state_ok = False
         else:
             work_ok = self.journal.abandon(work_id, worker=rank, **_kw(gen))
             if work_ok:

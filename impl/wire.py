@@ -329,6 +329,9 @@ _TYPE_NAMES = {tag: tag.name.lower() for tag in Tag}
 _STRICT = strict_hooks(ProtocolError, "field {} appears twice")
 #: Built once: ``json.loads`` with hooks builds a decoder at every call.
 _DECODER = json.JSONDecoder(**_STRICT)
+#: Its scanner, the instance attribute ``JSONDecoder.raw_decode`` calls (not in the typed
+#: interface): one JSON value at an index, and where it ends.
+_SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 
 
 #: A RESULT exactly as ``encode`` writes it (keys sorted, no spaces) with values in the plain
@@ -362,11 +365,8 @@ def _fast_result(text: str) -> Result | None:
     in_range, generation = _generation(epoch, counter)
     if not in_range:
         return None
-    try:
-        output = _DECODER.decode(output_text)
-    except (ValueError, RecursionError):  # ProtocolError (a hook's) is a ValueError too
-        return None
-    if type(output) is not dict:
+    output = _one_object(output_text)
+    if output is None:
         return None
     return Result(
         WorkId(work_id),
@@ -398,13 +398,22 @@ def _fast_work(text: str) -> Work | None:
     in_range, generation = _generation(epoch, counter)
     if not in_range:
         return None
-    try:
-        payload = _DECODER.decode(payload_text)
-    except (ValueError, RecursionError):  # ProtocolError (a hook's) is a ValueError too
-        return None
-    if type(payload) is not dict:
+    payload = _one_object(payload_text)
+    if payload is None:
         return None
     return Work(WorkId(work_id), StateTaskId(task), payload, generation)
+
+
+def _one_object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds whole (by the strict decoder's rules, as the general path
+    reads it inside a message), or None when it holds anything else or more. The decoder's
+    scanner is called at once: ``text`` starts with ``{`` and ends with ``}`` (a fast reader's
+    match), so there is no whitespace for ``JSONDecoder.decode`` to skip."""
+    try:
+        value, end = _SCAN_ONCE(text, 0)
+    except (StopIteration, ValueError, RecursionError):  # ProtocolError (a hook's) too
+        return None
+    return value if end == len(text) and type(value) is dict else None
 
 
 def _generation(epoch: str | None, counter: str | None) -> tuple[bool, Generation | None]:

@@ -1,0 +1,416 @@
+"""Rank 0's per-item paths built from known value types (issue 19) give exactly what the general
+paths give: the journal record built from typed values (``records.owned_record``), the
+coordinator's typed lease and free records, the WORK joined from the catalogue's payload text
+and the RESULT joined from its values (``wire.encode``), the fast readers of RESULT and WORK
+(``wire.decode``), and the catalogue's payload text. Each is compared with a reference made of
+plain ``json`` calls, or with the general path itself, on seeded random values and hostile ones
+(escapes, non-ASCII, bools, int subclasses, big integers, ``1e16``, ``-0.0``, NaN, infinities).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leasefence.impl import coordfile
+from leasefence.impl.coordfile import StateLease, Stats
+from leasefence.impl.errors import ProtocolError
+from leasefence.impl.journal import encode_record
+from leasefence.impl.records import MAX_ATTEMPT, MAX_TIMESTAMP, MAX_WORKER, owned_record
+from leasefence.impl.wire import (
+    FROM_MASTER,
+    FROM_WORKER,
+    Result,
+    StateTaskId,
+    Tag,
+    Work,
+    WorkId,
+    decode,
+    encode,
+)
+from leasefence.impl.workload import canonical, generate
+
+
+class _Int(int):
+    pass
+
+
+class _Str(str):
+    pass
+
+
+def _journal_ref(body: Mapping[str, Any]) -> bytes:
+    """docs/journal-format.md's record, with ``json.dumps`` alone."""
+    crc = zlib.crc32(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    )
+    line = json.dumps({**body, "crc": f"{crc:08x}"}, separators=(",", ":"), allow_nan=False)
+    return line.encode("ascii") + b"\n"
+
+
+def _coord_ref(doc: dict[str, Any]) -> bytes:
+    """docs/coordinator-format.md's record, with ``json.dumps`` alone."""
+    crc = zlib.crc32(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii"))
+    return f'{json.dumps(doc, sort_keys=True)[:-1]}, "crc": "{crc:08x}"}}\n'.encode("ascii")
+
+
+def _message_ref(doc: dict[str, Any]) -> bytes:
+    """A message's bytes as ``wire``'s docstring defines them: ``json.dumps`` of the object."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+FLOATS = [0.0, -0.0, 1.5, 1e16, 1e-7, 5e-324, 1767225600.25, 123456789.123456789, 2.0**53]
+HOSTILE_FLOATS = [math.nan, math.inf, -math.inf, 2.0**53 + 2, 1e300]
+INTS = [0, 1, 7, 2**31 - 1, 2**62, 2**63 - 1]
+HOSTILE_INTS: list[Any] = [-1, 2**63, 10**30, 10**5000, True, False, _Int(3), 1.0, "1", None]
+STRINGS = ["", "s", "a\u00e9b", 'q"x\\y', "t\n\x00\x1f", "\u2603\U0001f600", "3f" * 32, "\ud800"]
+
+
+# -- the journal: owned_record ------------------------------------------------------------------
+
+
+def _id(value: object) -> str:
+    """A test ID for a parameter (an integer over the digit limit has no ``str``)."""
+    try:
+        return str(value)[:24]
+    except ValueError:
+        return f"{type(value).__name__}-over-the-digit-limit"
+
+
+def _body(
+    event: str, work_id: Any, worker: Any, updated: Any, attempt: Any, generation: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "event": event,
+        "work_id": work_id,
+        "worker": worker,
+        "updated": updated,
+        "clock": "unix",
+        "attempt": attempt,
+    }
+    if generation is not None:
+        body["generation"] = list(generation) if isinstance(generation, tuple) else generation
+    return body
+
+
+def _owned_or_reference(
+    event: str, work_id: Any, worker: Any, updated: Any, attempt: Any, generation: Any
+) -> None:
+    """``owned_record`` writes the reference's bytes, or declines (None); it declines whatever
+    the journal would not write as such (out of range, not the exact type)."""
+    line = owned_record(event, work_id, worker, updated, attempt, generation)
+    if line is None:
+        return
+    body = _body(event, work_id, worker, updated, attempt, generation)
+    assert line == _journal_ref(body)
+    assert line == encode_record(body)  # and the general encoder's
+
+
+def test_owned_records_are_the_references_bytes_on_random_values() -> None:
+    """Fails if a typed value is spelled otherwise than ``json`` spells it (a float not by its
+    ``repr``, a key order or separator off, a generation in the wrong place, a wrong CRC)."""
+    r = random.Random(2026)
+    made = 0
+    for _ in range(3000):
+        event = r.choice(["lease", "done", "reclaim"])
+        work_id = r.choice([r.randbytes(32).hex(), "AB" * 32, "3f" * 32])
+        worker = r.choice([None, 0, 3, MAX_WORKER, r.randrange(1000)])
+        in_range = [f for f in FLOATS if abs(f) <= MAX_TIMESTAMP]  # (1e16 is beyond 2**53)
+        updated = r.choice([*in_range, r.random() * 2e9, -r.random() * 1e6, float(r.randrange(9))])
+        attempt = r.choice([0, 1, MAX_ATTEMPT, r.randrange(10**12)])
+        generation = r.choice([None, (r.randrange(9), r.randrange(10**18)), (0, 0)])
+        _owned_or_reference(event, work_id, worker, updated, attempt, generation)
+        made += owned_record(event, work_id, worker, updated, attempt, generation) is not None
+    assert made == 3000  # every one of these is the journal's own kind of record
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        *[("work_id", v) for v in [*STRINGS, _Str("ab" * 32), "g" * 64, "ab" * 33, 7]],
+        *[("worker", v) for v in [*HOSTILE_INTS, MAX_WORKER + 1]],
+        *[("updated", v) for v in [*HOSTILE_FLOATS, 17, True, 1e16, -MAX_TIMESTAMP * 2]],
+        *[("attempt", v) for v in [*HOSTILE_INTS, MAX_ATTEMPT + 1]],
+        *[("generation", v) for v in [(1,), (1, 2, 3), [1, 2], (True, 1), (1, -1), (2**63, 0)]],
+        *[("generation", (_Int(1), 2)), ("generation", (1, 10**5000)), ("event", "batch")],
+    ],
+    ids=_id,
+)
+def test_an_owned_record_of_a_hostile_value_is_declined_or_the_references_bytes(
+    field: str, value: Any
+) -> None:
+    """Fails if a value outside the types and ranges ``owned_record`` knows were written by it
+    (an int subclass or bool spelled by ``int.__repr__``, an escaped ID written raw, NaN)."""
+    values: dict[str, Any] = {
+        "event": "lease",
+        "work_id": "ab" * 32,
+        "worker": 3,
+        "updated": 1767225600.25,
+        "attempt": 1,
+        "generation": (2, 41),
+        field: value,
+    }
+    _owned_or_reference(**values)
+
+
+def test_the_journal_writes_the_references_bytes_for_its_own_records(tmp_path: Any) -> None:
+    """The journal's lease, done and reclaim lines are exactly the reference's (the records of
+    docs/journal-format.md), through ``owned_record``."""
+    from leasefence.impl.journal import WorkLeaseJournal
+
+    clock = iter([1767225600.25, 1767225612.5, 1767225700.0, 1e16 / 1e8, 1767225800.0])
+    j = WorkLeaseJournal(tmp_path / "j.jsonl", clock=lambda: next(clock))
+    a, b = "3f" * 32, "4e" * 32
+    assert j.lease(a, 3, generation=(2, 41))
+    assert j.complete(a, 3, generation=(2, 41))
+    assert j.lease(b, 5)
+    assert j.abandon(b, 5)
+    j.close()
+    assert (tmp_path / "j.jsonl").read_bytes() == b"".join(
+        [
+            _journal_ref(_body("lease", a, 3, 1767225600.25, 1, (2, 41))),
+            _journal_ref(_body("done", a, 3, 1767225612.5, 1, (2, 41))),
+            _journal_ref(_body("lease", b, 5, 1767225700.0, 1, None)),
+            _journal_ref(_body("reclaim", b, 5, 1e16 / 1e8, 1, None)),
+        ]
+    )
+
+
+# -- the coordinator: typed lease and free records --------------------------------------------
+
+
+@pytest.mark.parametrize("task", [*STRINGS[:-1], "x" * 300])
+@pytest.mark.parametrize("owner", [0, 5, 2**63 - 1, 2**63, -(2**63), 10**30, True, _Int(4)])
+@pytest.mark.parametrize("updated", [*FLOATS, 17, 1e300])
+def test_coordinator_lease_records_are_the_references_bytes(
+    task: str, owner: Any, updated: Any
+) -> None:
+    """Fails if the typed path spells a value otherwise than ``json`` (a bool owner as 1, a
+    big int cut, ``1e16`` or ``-0.0`` otherwise than ``repr``, an escape dropped)."""
+    for gen in (None, (1, 2), (2**63 - 1, 0), (2**64, 1)):
+        lease = StateLease(owner=owner, updated=updated, epoch=3, generation=gen)
+        doc = {"op": "lease", "task": task, **coordfile.lease_doc(lease)}
+        assert coordfile.lease_record(task, lease) == _coord_ref(doc)
+
+
+@pytest.mark.parametrize("task", STRINGS[:-1])
+@pytest.mark.parametrize(
+    "stats",
+    [
+        Stats(),
+        Stats(1, 0, 1.0, 0.0),
+        Stats(2**63 - 1, 2**63, -0.0, 1e16),
+        Stats(10**30, 3, 5e-324, 123456789.123456789),
+        Stats(_Int(1), 0, 1.0, 2.0),
+        Stats(True, False, 1, 2),  # not the declared types: json's own spelling
+    ],
+)
+def test_coordinator_free_records_are_the_references_bytes(task: str, stats: Stats) -> None:
+    doc = {"op": "free", "task": task, "stats": coordfile._stats_doc(stats)}
+    assert coordfile.free_record(task, stats) == _coord_ref(doc)
+
+
+def test_a_coordinator_record_with_nan_is_refused_as_json_refuses_it() -> None:
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        coordfile.free_record("t", Stats(1, 0, math.nan, 0.0))
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        coordfile.lease_record("t", StateLease(1, math.inf, 1))
+
+
+# -- the wire: WORK and RESULT written from their values ---------------------------------------
+
+small_ints = st.integers(-(2**70), 2**70)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | small_ints
+    | st.floats()  # NaN and infinities included: json refuses them, and so must encode
+    | st.sampled_from([1e16, -0.0, 5e-324])
+    | st.builds(lambda: 10**5000)  # over the digit limit: json refuses it
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+work_ids = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64).map(WorkId)
+task_ids = st.text(min_size=1, max_size=40).map(StateTaskId)  # any text: the encoder escapes
+generations = st.none() | st.tuples(st.integers(0, 2**64), st.integers(0, 2**64))
+
+
+def _encoded(msg: Work | Result) -> bytes | str:
+    try:
+        return encode(msg)[1]
+    except ProtocolError as exc:
+        return f"ProtocolError: {exc}"
+
+
+def _reference(doc: dict[str, Any]) -> bytes | str:
+    try:
+        data = _message_ref(doc)
+    except (TypeError, ValueError) as exc:
+        return f"ProtocolError: cannot encode {doc['type'].upper()} message: {exc}"
+    return data
+
+
+@given(work_ids, task_ids, objects, generations)
+def test_a_work_joined_from_its_payload_text_is_the_references_bytes(
+    work_id: WorkId, task: StateTaskId, payload: dict[str, Any], gen: tuple[int, int] | None
+) -> None:
+    """Fails if the WORK's fields were joined in another order or spelling than ``json``'s, or
+    if the payload text were not used as given (compared with the same WORK without it)."""
+    try:
+        text: str | None = canonical(payload).decode("ascii")
+    except (TypeError, ValueError):
+        text = None  # json refuses this payload: the general path raises for it
+    with_text = Work(work_id, task, payload, gen, text)
+    without = Work(work_id, task, payload, gen)
+    doc: dict[str, Any] = {
+        "v": 1,
+        "type": "work",
+        "work_id": work_id,
+        "state_task_id": task,
+        "payload": payload,
+    }
+    if gen is not None:
+        doc["generation"] = list(gen)
+    assert _encoded(with_text) == _encoded(without) == _reference(doc)
+
+
+@given(
+    work_ids,
+    st.none() | task_ids,
+    st.booleans(),
+    st.floats() | st.sampled_from([0, 3, 1e16, -0.0, 5e-324]),
+    objects,
+    generations,
+)
+def test_a_result_joined_from_its_values_is_the_references_bytes(
+    work_id: WorkId,
+    task: StateTaskId | None,
+    ok: bool,
+    cpu: float,
+    output: dict[str, Any],
+    gen: tuple[int, int] | None,
+) -> None:
+    """Fails if a RESULT's value is spelled otherwise than ``json`` (cpu time, ``ok``, an escape
+    in the task ID, the output's order) or if an output json refuses (NaN) were written."""
+    doc: dict[str, Any] = {
+        "v": 1,
+        "type": "result",
+        "work_id": work_id,
+        "ok": ok,
+        "cpu_s": cpu,
+        "output": output,
+    }
+    if task is not None:
+        doc["state_task_id"] = task
+    if gen is not None:
+        doc["generation"] = list(gen)
+    assert _encoded(Result(work_id, task, ok, cpu, output, gen)) == _reference(doc)
+
+
+# -- the wire: the fast readers of RESULT and WORK --------------------------------------------
+
+
+def _read(tag: int, data: bytes, side: frozenset[Tag]) -> tuple[str, Any]:
+    try:
+        msg = decode(tag, data, side)
+    except ProtocolError:
+        return ("refused", None)
+    # the values and their types: 0.0 and 0 are equal, but a reader must give a float
+    return ("read", (msg, repr(msg), [type(v).__name__ for v in vars(msg).values()]))
+
+
+def _general(tag: int, data: bytes, side: frozenset[Tag]) -> tuple[str, Any]:
+    """The general path's reading: a leading space keeps the fast readers out (they match from
+    the first byte) and changes nothing for JSON."""
+    return _read(tag, b" " + data, side)
+
+
+RESULT_TEXTS = [
+    '{"cpu_s":%s,"generation":[%s,%s],"ok":true,"output":%s,"state_task_id":"%s",'
+    '"type":"result","v":1,"work_id":"%s"}',
+]
+CPUS = ["0", "0.0", "1.5", "1e16", "1E-3", "1000000000000", "1000000000001", "1e12", "1e999",
+        "12345678901234567", "0.1e1", "-0.0", "01", "1.", "9" * 16]  # fmt: skip
+PARTS = ["0", "1", str(2**63 - 1), str(2**63), "9" * 19, "00", "-1"]
+OUTPUTS = ['{}', '{"status":"trivial"}', '{"a":1,"a":2}', '{"a":NaN}', '{"a":1e999}',
+           '{"x":{"y":[1,2,{"z":null}]}}', '{"s":"\\u00e9\\"}"}', '{} ', '[]', '{"a":1}}',
+           '{"a":"},\\"type\\":\\"result\\""}', '{"a":1},"b":{}']  # fmt: skip
+TASKS = ["t", "a" * 64, 'q"x', "b\\\\c", "x" * 257, "\u00e9", "sp ace"]
+
+
+def test_the_result_reader_reads_what_the_general_path_reads_on_hostile_texts() -> None:
+    """Fails if the fast RESULT reader accepts what the general path refuses (a duplicate key
+    or NaN in the output, a cpu time out of range, a generation part over 2**63-1, a quote in
+    the task ID, text after the output) or reads a value otherwise (an int cpu time not made a
+    float, an output split at the wrong brace)."""
+    r = random.Random(7)
+    wid = "ab" * 32
+    for _ in range(2500):
+        text = RESULT_TEXTS[0] % (
+            r.choice(CPUS),
+            r.choice(PARTS),
+            r.choice(PARTS),
+            r.choice(OUTPUTS),
+            r.choice(TASKS),
+            wid,
+        )
+        if r.random() < 0.2:
+            text = text.replace('"ok":true', '"ok":false')
+        if r.random() < 0.2:
+            text = text.replace(text[text.index('"generation"') : text.index('"ok"')], "")
+        data = text.encode()
+        assert _read(Tag.RESULT, data, FROM_WORKER) == _general(Tag.RESULT, data, FROM_WORKER)
+
+
+@given(work_ids, task_ids, st.booleans(), st.floats(0, 1e12), objects, generations)
+def test_the_result_reader_reads_every_written_result_as_the_general_path(
+    work_id: WorkId,
+    task: StateTaskId,
+    ok: bool,
+    cpu: float,
+    output: dict[str, Any],
+    gen: tuple[int, int] | None,
+) -> None:
+    data = _encoded(Result(work_id, task, ok, cpu, output, gen))
+    if isinstance(data, bytes):
+        assert _read(Tag.RESULT, data, FROM_WORKER) == _general(Tag.RESULT, data, FROM_WORKER)
+
+
+@given(work_ids, task_ids, objects, generations)
+def test_the_work_reader_reads_every_written_work_as_the_general_path(
+    work_id: WorkId, task: StateTaskId, payload: dict[str, Any], gen: tuple[int, int] | None
+) -> None:
+    """Fails if the fast WORK reader reads a payload, task or generation otherwise than the
+    general path, or accepts a WORK it refuses (a task ID with a quote, a part over 2**63-1)."""
+    data = _encoded(Work(work_id, task, payload, gen))
+    if isinstance(data, bytes):
+        assert _read(Tag.WORK, data, FROM_MASTER) == _general(Tag.WORK, data, FROM_MASTER)
+        for output in OUTPUTS:  # and with a hostile payload text in its place
+            start = data.index(b'"payload":') + len(b'"payload":')
+            end = data.index(b',"state_task_id":')
+            hostile = data[:start] + output.encode() + data[end:]
+            assert _read(Tag.WORK, hostile, FROM_MASTER) == _general(Tag.WORK, hostile, FROM_MASTER)
+
+
+# -- the catalogue's payload text ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 20261130, -5, 2**70])
+def test_the_catalogues_payload_text_is_canonical_json(seed: int) -> None:
+    """Fails if ``_payload_text`` spells a payload otherwise than ``canonical`` (so a work ID,
+    the SHA-256 of that text, or a WORK's bytes would change)."""
+    for item in generate(60, seed=seed):
+        assert item.payload_json == canonical(item.payload).decode("ascii")
+        assert item.work().payload_json == item.payload_json

@@ -26,7 +26,7 @@ from typing import Final, TypeVar
 from leasefence.impl.durable import open_nofollow, read_nofollow, replace_durably, write_all
 from leasefence.impl.errors import SnapshotError
 from leasefence.impl.rules import UNIX
-from leasefence.impl.strictjson import json_scalar, strict_hooks
+from leasefence.impl.strictjson import float_text, json_scalar, strict_hooks
 from leasefence.impl.wire import Generation, valid_generation
 
 #: The snapshot schema this module writes and reads.
@@ -355,7 +355,6 @@ def _fast_record(spaced: str, compact: str) -> _Line:
 
 
 _int_text = int.__repr__
-_float_text = float.__repr__
 #: The integers a record's fast path writes with ``int.__repr__`` (64 bits, far below the digit
 #: limit where ``json`` raises); anything else goes through ``json_scalar``.
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
@@ -389,7 +388,7 @@ def lease_record(task: str, lease: StateLease) -> bytes:
             _int_text(epoch),
             _int_text(owner),
             encode_basestring_ascii(task),
-            _float_text(updated),
+            float_text(updated),
         ]
         parts: list[str | None] = [] if gen is None else [_int_text(gen[0]), _int_text(gen[1])]
     else:
@@ -433,9 +432,9 @@ def free_record(task: str, stats: Stats) -> bytes:
     ):
         values: list[str | None] = [
             _int_text(completions),
-            _float_text(cost),
+            float_text(cost),
             _int_text(failures),
-            _float_text(reward),
+            float_text(reward),
             encode_basestring_ascii(task),
         ]
     else:

@@ -956,6 +956,8 @@ class Master:
         while i < len(order):
             w = order[i]
             i += 1
+            if w in skip:  # busy or tried: first, a set lookup (a read passes every busy one)
+                continue
             if self._finished_here(w):
                 passed += 1
                 if passed == 64:
@@ -964,8 +966,7 @@ class Master:
                     i = self._front
                     passed = 0
                 continue
-            if w not in skip:
-                yield w
+            yield w
 
     @property
     def finished(self) -> bool:

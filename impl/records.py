@@ -23,7 +23,7 @@ from leasefence.impl.errors import (
     InvalidWorkId,
 )
 from leasefence.impl.rules import UNIX
-from leasefence.impl.strictjson import json_scalar
+from leasefence.impl.strictjson import float_text, json_scalar
 from leasefence.impl.wire import Generation, valid_generation
 
 #: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
@@ -170,7 +170,6 @@ def _assemble(
 _EVENT_TEXT = {LEASE: '"lease"', DONE: '"done"', RECLAIM: '"reclaim"'}
 _UNIX_TEXT = '"unix"'
 _int_text = int.__repr__
-_float_text = float.__repr__
 
 
 def owned_record(
@@ -184,7 +183,7 @@ def owned_record(
     """The line ``encode_record`` writes for the record ``{"event", "work_id", "worker",
     "updated", "clock": "unix", "attempt"[, "generation"]}`` that ``lease``, ``complete``,
     ``abandon`` and ``recover`` append, built straight from values of the exact types and ranges
-    the journal checked (a 64-hex-digit ``str`` ID, ``int`` rank and attempt in range, a finite
+    the journal checked (an ID of ASCII letters and digits, its own text in quotes, ``int`` rank and attempt in range, a finite
     ``float`` time, a generation of two ``int``); None for anything else, which the caller
     encodes from the record's dict (``encode_record``, which decides and raises). No
     ``json_scalar`` per value and no dict (issue 19); the bytes are ``encode_record``'s
@@ -193,7 +192,7 @@ def owned_record(
     if (
         event_text is None
         or type(work_id) is not str
-        or _WORK_ID.fullmatch(work_id) is None
+        or not (work_id.isascii() and work_id.isalnum())  # its text: itself in quotes
         or type(updated) is not float
         or not -MAX_TIMESTAMP <= updated <= MAX_TIMESTAMP
         or type(attempt) is not int
@@ -223,7 +222,7 @@ def owned_record(
         event_text,
         f'"{work_id}"',
         worker_text,
-        _float_text(updated),
+        float_text(updated),
         _UNIX_TEXT,
         _int_text(attempt),
         gen_text,

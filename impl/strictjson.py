@@ -58,3 +58,19 @@ def json_scalar(value: object) -> str | None:
     if kind is bool:
         return "true" if value else "false"
     return None
+
+
+#: The float ``float_text`` wrote last, and its text.
+_last_float: list[Any] = [None, ""]
+
+
+def float_text(value: float) -> str:
+    """``json``'s text of a finite ``float`` (its ``repr``), remembering the last one written: a
+    step's clock reading, one object, is written by the journal and by the coordinator alike
+    (the same object is the same value; holding it, no other float can take its identity)."""
+    last = _last_float
+    if value is last[0]:
+        return last[1]  # type: ignore[no-any-return]
+    text = float.__repr__(value)
+    last[0], last[1] = value, text
+    return text

@@ -648,14 +648,14 @@ class Master:
         with self.clock.step() as now:
             try:
                 for step in DISPATCH_STEPS:
-                    if step == "lease_work":
+                    if step in RESERVATION_OF:  # reserve_target, _parameter, _algorithm: in order
+                        ok = self.reservations.reserve(*reservations[len(taken)])
+                    elif step == "lease_work":
                         ok = self.journal.lease(work_id, rank, **_kw(gen))
                         if ok and gen is not None:
                             self._generations[rank] = gen[1]  # Bump(r): the counter advances
-                    elif step == "lease_state":
+                    else:
                         ok = self.coordinator.lease(item.state_task_id, rank, **_kw(gen))
-                    else:  # reserve_target, reserve_parameter, reserve_algorithm: in order
-                        ok = self.reservations.reserve(*reservations[len(taken)])
                     if not ok:
                         undone = self._reject_dispatch(item, rank, taken, gen)
                         outcome = DispatchOutcome(False, tuple(taken), step, undone)

@@ -446,9 +446,13 @@ class WorkLeaseJournal:
             return False
         now = self._now()
         attempt = self._attempts.get(work_id, 0) + 1
-        self._commit_records([self._line(LEASE, work_id, worker, now, attempt, generation)])
-        self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)
-        self._attempts[work_id] = attempt
+        line = self._line(LEASE, work_id, worker, now, attempt, generation)
+
+        def apply() -> None:
+            self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)
+            self._attempts[work_id] = attempt
+
+        self._commit_records([line], apply)
         return True
 
     def complete(
@@ -472,9 +476,13 @@ class WorkLeaseJournal:
         held = self._leases.get(work_id)
         if worker is not None and (held is None or not _owns(held, worker, generation)):
             return False
-        self._commit_records([self._end_line(DONE, work_id, held, self._now())])
-        self._leases.pop(work_id, None)
-        self._completed.add(work_id)
+        line = self._end_line(DONE, work_id, held, self._now())
+
+        def apply() -> None:
+            self._leases.pop(work_id, None)
+            self._completed.add(work_id)
+
+        self._commit_records([line], apply)
         return True
 
     def abandon(
@@ -494,8 +502,12 @@ class WorkLeaseJournal:
         held = self._leases.get(work_id)
         if held is None or (worker is not None and not _owns(held, worker, generation)):
             return False
-        self._commit_records([self._end_line(RECLAIM, work_id, held, self._now())])
-        self._leases.pop(work_id, None)
+        line = self._end_line(RECLAIM, work_id, held, self._now())
+
+        def apply() -> None:
+            self._leases.pop(work_id, None)
+
+        self._commit_records([line], apply)
         return True
 
     def recover(self, lease_ttl: float) -> list[str]:
@@ -516,9 +528,13 @@ class WorkLeaseJournal:
         )
         if not gone:
             return []
-        self._commit_records([self._end_line(RECLAIM, w, self._leases[w], now) for w in gone])
-        for w in gone:
-            self._leases.pop(w, None)
+        lines = [self._end_line(RECLAIM, w, self._leases[w], now) for w in gone]
+
+        def apply() -> None:
+            for w in gone:
+                self._leases.pop(w, None)
+
+        self._commit_records(lines, apply)
         return gone
 
     def compact(self) -> None:
@@ -683,13 +699,13 @@ class WorkLeaseJournal:
         if self.readonly:
             raise JournalReadOnly(f"journal {self.path} is open read-only; writes are refused")
 
-    def _commit_records(self, lines: list[bytes]) -> None:
-        """Write (or, in group mode, queue) ``lines`` from ``_encode``; the caller then applies
-        their change in memory, which happens only if this returned (a failed write raises)."""
+    def _commit_records(self, lines: list[bytes], apply: Callable[[], None]) -> None:
+        """Write (or, in group mode, queue) ``lines`` from ``_encode``, then ``apply``."""
         if self.sync == "group":
             self._pending.extend(lines)
         else:
             self._write(encode_batch(lines))
+        apply()
         self._records += len(lines)
 
     def _write(self, data: bytes) -> None:

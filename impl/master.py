@@ -742,11 +742,17 @@ class Master:
         work_id, reported = result.work_id, result.state_task_id
         mine = self._slots.get(rank, [])
         presented = result.generation if self.fence == FENCE_GENERATION else None
-        disp: ActiveDispatch | None = None
-        for d in mine:  # oldest first: results come back in order, so usually the first
-            if (d.generation == presented) if presented is not None else (d.work_id == work_id):
-                disp = d
-                break
+        disp: ActiveDispatch | None = None  # oldest first: results come back in order
+        if presented is not None:
+            for d in mine:
+                if d.generation == presented:
+                    disp = d
+                    break
+        else:
+            for d in mine:
+                if d.work_id == work_id:
+                    disp = d
+                    break
         self.counters.solver_cpu_s += result.cpu_s
         with self.clock.step() as now:
             if (disp is not None and disp.work_id != work_id) or (

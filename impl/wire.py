@@ -245,17 +245,24 @@ def _work_bytes(msg: Message) -> bytes | None:
     work_id, task, gen = msg.work_id, msg.state_task_id, msg.generation
     if type(work_id) is not str or type(task) is not str:
         return None
-    if gen is None:
-        generation = ""
-    elif type(gen) is tuple and len(gen) == 2 and type(gen[0]) is int and type(gen[1]) is int:
-        generation = f'"generation":[{int.__repr__(gen[0])},{int.__repr__(gen[1])}],'
-    else:
+    generation = _generation_field(gen)
+    if generation is None:
         return None
     return (
         f'{{{generation}"payload":{msg.payload_json},"state_task_id":'
         f'{encode_basestring_ascii(task)},"type":"work","v":{PROTOCOL_VERSION},'
         f'"work_id":{encode_basestring_ascii(work_id)}}}'
     ).encode()
+
+
+def _generation_field(gen: object) -> str | None:
+    """A message's ``"generation"`` field with its comma, as ``json.dumps`` writes it (empty
+    when there is none); None when ``gen`` is neither None nor a tuple of two ``int``."""
+    if gen is None:
+        return ""
+    if type(gen) is tuple and len(gen) == 2 and type(gen[0]) is int and type(gen[1]) is int:
+        return f'"generation":[{int.__repr__(gen[0])},{int.__repr__(gen[1])}],'
+    return None
 
 
 #: ``json.dumps``'s settings for a message, and so for every object inside one.
@@ -287,11 +294,8 @@ def _result_bytes(msg: Message) -> bytes | None:
         or type(output) is not dict
     ):
         return None
-    if gen is None:
-        generation = ""
-    elif type(gen) is tuple and len(gen) == 2 and type(gen[0]) is int and type(gen[1]) is int:
-        generation = f'"generation":[{int.__repr__(gen[0])},{int.__repr__(gen[1])}],'
-    else:
+    generation = _generation_field(gen)
+    if generation is None:
         return None
     try:
         output_text = json.dumps(output, **_DUMPS)  # type: ignore[arg-type]

@@ -26,18 +26,10 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from leasefence.impl.errors import CoordinatorError, JournalError, JournalLocked, SnapshotError
-from leasefence.impl.master import (
-    CandidatePolicy,
-    Master,
-    ResultOutcome,
-    default_fence,
-    pending_only,
-)
 from leasefence.impl.poll import PollPolicy, node_policy
-from leasefence.impl.trace import TraceWriter
 from leasefence.impl.transport import (
     DispatchHooks,
     MpiTransport,
@@ -49,6 +41,13 @@ from leasefence.impl.transport import (
 )
 from leasefence.impl.wire import Rank, Result, Work, WorkId
 from leasefence.impl.workload import WORKERS, WorkItem, generate, reached
+
+if TYPE_CHECKING:
+    # Imported where rank 0 uses them (``_master``): a worker rank, which runs only
+    # ``worker_execute``, starts without the journal, coordinator and master modules (about
+    # half of its start-up; issue 19).
+    from leasefence.impl.master import CandidatePolicy, Master, ResultOutcome
+    from leasefence.impl.trace import TraceWriter
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FILES, EXIT_LOCKED = 0, 1, 2, 3, 4
 
@@ -101,6 +100,8 @@ class RunHooks(DispatchHooks):
         """The policy the master is opened with: ``pending_only`` itself unless a subclass
         overrides ``candidates`` (only the master's own ``pending_only`` takes its lazy queue,
         ``Master.dispatch_pending``; any other policy walks the whole catalogue every round)."""
+        from leasefence.impl.master import pending_only  # rank 0 only (see the imports)
+
         if type(self).candidates is RunHooks.candidates:
             return pending_only
         return self.candidates
@@ -280,6 +281,8 @@ def _serve(
     transport: MpiTransport, config: RunConfig, hooks: RunHooks, out: TextIO, err: TextIO
 ) -> int:
     """Open the master, run the loop to the end, report; the exit status."""
+    from leasefence.impl.master import Master  # rank 0 only (see the imports)
+
     hooks.on_start()
     start = time.monotonic()
     catalogue = generate(config.work, config.seed)
@@ -358,6 +361,9 @@ def _trace_writer(
     config: RunConfig, catalogue: Sequence[WorkItem], ranks: Sequence[Rank]
 ) -> TraceWriter | None:
     """The run's trace writer, if it has a trace."""
+    from leasefence.impl.master import default_fence  # rank 0 only (see the imports)
+    from leasefence.impl.trace import TraceWriter
+
     if config.trace is None:
         return None
     return TraceWriter(

@@ -24,10 +24,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from leasefence.impl.errors import ProtocolError
-from leasefence.impl.master import Master, ResultOutcome
 from leasefence.impl.poll import READY, PollPolicy, guess_policy, mpi, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
@@ -44,6 +43,9 @@ from leasefence.impl.wire import (
     encode,
 )
 from leasefence.impl.workload import Outcome, WorkerFn
+
+if TYPE_CHECKING:  # a worker rank never loads the master's modules (start-up, issue 19)
+    from leasefence.impl.master import Master, ResultOutcome
 
 log = logging.getLogger("leasefence.transport")
 
@@ -288,7 +290,7 @@ class MpiTransport:
 
 # -- the pair ----------------------------------------------------------------------------------
 
-OnResult = Callable[[Result, ResultOutcome], None]
+OnResult = Callable[[Result, "ResultOutcome"], None]
 
 
 def deliver(

@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from leasefence.impl.master import Master, ResultOutcome
 from leasefence.impl.transport import (
     DispatchHooks,
     InProcessTransport,
@@ -38,6 +38,9 @@ from leasefence.impl.transport import (
 )
 from leasefence.impl.wire import Rank, Result, StateTaskId, Tag, Work, WorkId
 from leasefence.impl.workload import WorkerFn
+
+if TYPE_CHECKING:  # a worker rank never loads the master's modules (``impl/mpirun.py``)
+    from leasefence.impl.master import Master, ResultOutcome
 
 log = logging.getLogger("leasefence.faults")
 

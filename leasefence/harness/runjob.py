@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leasefence.harness.faults import (
     Compaction,
@@ -20,12 +20,14 @@ from leasefence.harness.faults import (
     simulate_reboot,
 )
 from leasefence.impl.durable import open_nofollow
-from leasefence.impl.master import CandidatePolicy, Master, ResultOutcome, pending_only
 from leasefence.impl.mpirun import RunConfig, RunHooks, make_parents
 from leasefence.impl.mpirun import run as run_job
 from leasefence.impl.transport import Reply
 from leasefence.impl.wire import Rank, Result, Work, WorkId
 from leasefence.impl.workload import reached
+
+if TYPE_CHECKING:  # a worker rank never loads the master's modules (``impl/mpirun.py``)
+    from leasefence.impl.master import CandidatePolicy, Master, ResultOutcome
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class FaultHooks(RunHooks):
     def candidate_policy(self) -> CandidatePolicy:
         # Without duplicate candidates the policy offers the pending work unchanged: the
         # master's own ``pending_only`` then (its lazy queue; issue 19).
+        from leasefence.impl.master import pending_only  # rank 0 only
+
         return pending_only if self.faults.duplicate_candidates == 0 else self.candidates
 
     def respond(self, result: Result, rank: int, attempt: int) -> Sequence[Reply]:

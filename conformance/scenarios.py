@@ -118,7 +118,9 @@ def replay(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def bounds_doc(b: Bounds) -> dict[str, Any]:
     """``b`` as JSON (model work names), for a scenario file."""
     doc: dict[str, Any] = {
-        k: v for k, v in vars(b).items() if k not in ("task_of", "works", "tasks", "flavour")
+        k: v
+        for k, v in vars(b).items()
+        if k in Bounds.__dataclass_fields__ and k not in ("task_of", "flavour")
     }
     doc["ranks"] = list(b.ranks)
     doc["task_of"] = [[MODEL_NAMES.get(w, w), t] for w, t in b.task_of]

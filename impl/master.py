@@ -299,6 +299,10 @@ class Master:
     ) -> None:
         if isinstance(pipeline, bool) or not isinstance(pipeline, int) or pipeline < 1:
             raise ValueError(f"pipeline must be a whole number >= 1, got {pipeline!r}")
+        for name, limit in (("max_failures", max_failures), ("max_invalid", max_invalid)):
+            # ``_finished_here`` counts on it: no item is given up before it failed once.
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {limit!r}")
         fence = fence if fence is not None else default_fence(pipeline)
         if fence not in FENCES:
             raise ValueError(f"fence must be one of {', '.join(FENCES)}, got {fence!r}")

@@ -260,9 +260,20 @@ def _generation_field(gen: object) -> str | None:
     when there is none); None when ``gen`` is neither None nor a tuple of two ``int``."""
     if gen is None:
         return ""
-    if type(gen) is tuple and len(gen) == 2 and type(gen[0]) is int and type(gen[1]) is int:
+    if (
+        type(gen) is tuple
+        and len(gen) == 2
+        and type(gen[0]) is int
+        and type(gen[1]) is int
+        and -_GEN_TEXT_MAX <= gen[0] <= _GEN_TEXT_MAX
+        and -_GEN_TEXT_MAX <= gen[1] <= _GEN_TEXT_MAX
+    ):
         return f'"generation":[{int.__repr__(gen[0])},{int.__repr__(gen[1])}],'
-    return None
+    return None  # the general encoder says what is wrong (an integer past str's digit limit)
+
+
+#: The largest magnitude ``_generation_field`` spells itself (a generation is at most 2**63 - 1).
+_GEN_TEXT_MAX = 2**64
 
 
 #: ``json.dumps``'s settings for a message, and so for every object inside one.

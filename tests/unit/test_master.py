@@ -622,6 +622,14 @@ def test_a_failed_result_that_crosses_an_in_job_restart_frees_its_work_for_anoth
     assert last.failures[flaky] == last.counters.failed > 1
 
 
+@pytest.mark.parametrize("limit", ["max_failures", "max_invalid"])
+def test_a_limit_below_one_failure_is_refused_at_once(tmp_path: Path, limit: str) -> None:
+    # With 0 every item would count as given up before it was tried, while the lazy queue
+    # still offers it: the master would dispatch work it reports as given up.
+    with pytest.raises(ValueError, match=f"{limit} must be a whole number >= 1, got 0"):
+        Master.open(tmp_path / "j.jsonl", None, generate(2, 0), ttl=TTL, **{limit: 0})
+
+
 def test_generation_fencing_without_a_snapshot_is_refused(tmp_path: Path) -> None:
     # Without a snapshot the epoch never moves, so a generation could repeat after a restart.
     with pytest.raises(ValueError, match="generation fencing needs a snapshot path"):

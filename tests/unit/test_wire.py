@@ -123,3 +123,7 @@ def test_encode_refuses_an_oversized_or_unencodable_message() -> None:
         encode(Result(W, T, True, 0.0, {"blob": "x" * MAX_MESSAGE_BYTES}))
     with pytest.raises(ProtocolError, match="cannot encode"):
         encode(Result(W, T, True, 0.0, {"x": float("nan")}))
+    # A generation past str's digit limit: the fast writer leaves it to the general encoder,
+    # which names it (a plain ValueError escaped the fast writer before).
+    with pytest.raises(ProtocolError, match="cannot encode"):
+        encode(Result(W, T, True, 0.0, {}, (10**5000, 1)))

@@ -75,10 +75,11 @@ def complete_state(
     Frees the task and adds one completion, ``reward`` and ``cost`` to its statistics. Defect 2
     completed whatever active lease there was, whoever owned it.
     """
-    if active_lease(c, task) is None:
+    lease = active_lease(c, task)
+    if lease is None:
         return False, c
-    if not _owned(c, task, worker, gen) and flavour is not Flavour.UNFENCED_STATE:
-        return False, c
+    if (lease.owner, lease.gen) != (worker, gen) and flavour is not Flavour.UNFENCED_STATE:
+        return False, c  # not ``_owned``: the active lease is at hand
     return True, c._replace(
         leases=drop(c.leases, task),
         stats=add_stats(c, task, Stats(completions=1, reward=reward, cost=cost)),

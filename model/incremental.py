@@ -171,11 +171,6 @@ def _untagged(
     return out
 
 
-def _keys(a: Any, b: Any) -> Sequence[Any]:
-    """``changed(a, b)``, at once for the same object (most steps leave most parts as they were)."""
-    return () if a is b else changed(a, b)
-
-
 class Diff:
     """What differs from state ``a`` to state ``b``: the keys of each map and the members of each
     set (``state.changed``), and the dispatches started and ended (``moves``: None when the part
@@ -217,18 +212,18 @@ class Diff:
         if ja is jb:
             self.leases = self.completed = self.attempts = ()
         else:
-            self.leases = _keys(ja.leases, jb.leases)
-            self.completed = _keys(ja.completed, jb.completed)
-            self.attempts = _keys(ja.attempts, jb.attempts)
+            self.leases = changed(ja.leases, jb.leases)
+            self.completed = changed(ja.completed, jb.completed)
+            self.attempts = changed(ja.attempts, jb.attempts)
         if ca is cb:
             self.state_leases = self.stats = ()
         else:
-            self.state_leases = _keys(ca.leases, cb.leases)
-            self.stats = _keys(ca.stats, cb.stats)
+            self.state_leases = changed(ca.leases, cb.leases)
+            self.stats = changed(ca.stats, cb.stats)
         self.epoch_same = ca.epoch == cb.epoch
-        self.net = _keys(a.net, b.net)
-        self.gnet = _keys(a.gnet, b.gnet)
-        self.gens = _keys(a.gens, b.gens)
+        self.net = changed(a.net, b.net)
+        self.gnet = changed(a.gnet, b.gnet)
+        self.gens = changed(a.gens, b.gens)
         self.moves = _moves(a.active, b.active)
         self._index: ActiveIndex | None = None
 
@@ -612,19 +607,33 @@ class Checker:
     def __call__(
         self, before: State, after: State, b: Bounds, since: State | None = None
     ) -> list[str]:
-        d = None if since is None else Diff(since, after)
-        if d is None:
-            bad = [
-                (n, name) for n, name, _ in self._diff if not STATE_INVARIANTS[name](after, b, None)
-            ]
+        # Plain loops that build nothing while every check holds (most steps of a replay).
+        bad: list[tuple[int, str]] = []
+        if since is None:
+            d = None
+            for n, name, _ in self._diff:
+                if not STATE_INVARIANTS[name](after, b, None):
+                    bad.append((n, name))
         else:
-            bad = [(n, name) for n, name, check in self._diff if not check(after, b, d.a, d)]
-        bad += [(n, name) for n, name, check in self._since if not check(after, b, since)]
-        bad += [(n, name) for n, name, plain in self._plain if not plain(after, b)]
-        names = [name for _, name in sorted(bad)] if len(bad) > 1 else [name for _, name in bad]
+            d = Diff(since, after)
+            for n, name, check in self._diff:
+                if not check(after, b, since, d):
+                    bad.append((n, name))
+        for n, name, since_check in self._since:
+            if not since_check(after, b, since):
+                bad.append((n, name))
+        for n, name, plain in self._plain:
+            if not plain(after, b):
+                bad.append((n, name))
+        names = [name for _, name in sorted(bad)] if bad else []
         db = d if d is not None and d.b is after and d.shared_with(before) else Diff(before, after)
-        failed = {name for name, step in self._steps_diff if not step(before, after, b, db)}
-        failed.update(name for name, step in self._steps if not step(before, after, b))
+        failed: set[str] = set()
+        for name, step in self._steps_diff:
+            if not step(before, after, b, db):
+                failed.add(name)
+        for name, plain_step in self._steps:
+            if not plain_step(before, after, b):
+                failed.add(name)
         if failed:
             names += [name for name in STEP_PROPERTIES if name in failed]
         return names

@@ -557,3 +557,20 @@ def test_reclaimable_within_is_the_scan_of_the_horizon_it_stands_for() -> None:
                                 )
                                 args = (updated, clock, wall, mono, ttl, horizon, flavour)
                                 assert reclaimable_within(*args) == scan, args
+
+
+@pytest.mark.parametrize("cls", [State, Journal, Coordinator])
+def test_replace_sets_exactly_the_named_fields_and_refuses_an_unknown_name(cls: type) -> None:
+    # state._replacer stands in for namedtuple's _replace on the classes the actions edit: each
+    # field alone, and all at once, land where the constructor puts them (an index off by one,
+    # or a field left as it was, fails here); a misspelt field is refused as namedtuple does.
+    base = cls()
+    marks = {name: ("mark", name) for name in cls._fields}
+    for name, mark in marks.items():
+        got = base._replace(**{name: mark})
+        assert type(got) is cls
+        assert got == cls(**{**base._asdict(), name: mark})
+    assert base._replace(**marks) == cls(**marks)
+    assert base._replace() == base
+    with pytest.raises(ValueError, match="unexpected field names"):
+        base._replace(no_such_field=1)

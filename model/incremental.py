@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from leasefence.model import invariants as full
 from leasefence.model.coordinator import active_lease

@@ -88,6 +88,7 @@ from leasefence.impl.records import (
     _range_problem,
     _Row,
     _scan,
+    bulk_generation,
     could_be_torn_first_write,
     encode_batch,
     encode_record,
@@ -143,17 +144,11 @@ class _Replay:
         held, completed = self.held, self.completed
         pop, discard, add = held.pop, completed.discard, completed.add
         ids = chunk.work_ids
-        for event, work_id, worker, stamp, epoch, counter in zip(
-            chunk.events,
-            ids,
-            chunk.workers,
-            chunk.stamps,
-            chunk.epochs,
-            chunk.counters,
-            strict=True,
-        ):
+        # a lease's fields are zipped into their tuple in C, unused but for leases
+        fields = zip(chunk.workers, chunk.stamps, chunk.generations, strict=True)
+        for event, work_id, lease in zip(chunk.events, ids, fields, strict=True):
             if event == LEASE:
-                held[work_id] = (worker, stamp, epoch, counter)
+                held[work_id] = lease
                 discard(work_id)
             else:
                 pop(work_id, None)
@@ -207,10 +202,9 @@ def _lease_record(fields: tuple[Any, ...]) -> LeaseRecord:
     """The ``LeaseRecord`` of a held lease's fields (see ``_Replay.held``). A lease row always
     has its worker and updated (``parse_line`` refuses one without), and a lease the bulk reader
     took its worker (it declines ``null``)."""
-    if len(fields) == 4:
-        worker, stamp, epoch, counter = fields
-        generation = None if epoch is None else (int(epoch), int(counter))
-        return LeaseRecord(int(worker), float(stamp), UNIX, generation)
+    if len(fields) == 3:
+        worker, stamp, generation = fields
+        return LeaseRecord(int(worker), float(stamp), UNIX, bulk_generation(generation))
     return LeaseRecord(fields[3], fields[4], fields[5], fields[8])
 
 

@@ -12,9 +12,10 @@ import re
 import sys
 import zlib
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, repeat
+from operator import methodcaller
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -536,7 +537,9 @@ def _parse_rows(raw: bytes, line: int) -> _Row | list[_Row] | str:
 # (tests/unit/test_journal_bulk.py checks the two against each other on valid, torn and
 # hostile files).
 
-_WHOLE = r"(0|[1-9][0-9]{0,17})"  # below 10**18: within MAX_ATTEMPT and a generation's range
+#: A whole number below 10**18: within MAX_ATTEMPT and a generation's range.
+_WHOLE_TEXT = r"(?:0|[1-9][0-9]{0,17})"
+_WHOLE = "(" + _WHOLE_TEXT + ")"
 #: A timestamp in the shape ``repr`` gives a float in fixed notation: no leading zero but in
 #: "0.", no trailing zero but in ".0", not below 1e-4 unless 0, at most 15 digits before the
 #: point and 17 after it. ``_bulk_columns`` then proves it is ``repr``'s spelling (see there).
@@ -546,11 +549,13 @@ _STAMP = (
 _BULK = re.compile(
     r'\{"event":"(lease|done|reclaim)","work_id":"([0-9a-fA-F]{64})",'
     r'"worker":(null|0|[1-9][0-9]{0,8}),"updated":' + _STAMP + ','
-    r'"clock":"unix","attempt":' + _WHOLE + r'(?:,"generation":\[' + _WHOLE + "," + _WHOLE
-    + r'\])?,"crc":"([0-9a-f]{8})"\}(\n|,|\],"crc":"([0-9a-f]{8})"\}\n)'
+    r'"clock":"unix","attempt":' + _WHOLE + r'((?:,"generation":\[' + _WHOLE_TEXT + ","
+    + _WHOLE_TEXT + r'\])?),"crc":"([0-9a-f]{8})"\}(\n|,|\],"crc":"([0-9a-f]{8})"\}\n)'
 )  # fmt: skip
-#: ``_BULK.split`` yields, per record, the text before it and its 10 groups.
-_BULK_STRIDE = 11
+#: ``_BULK.split`` yields, per record, the text before it and its 9 groups.
+_BULK_STRIDE = 10
+#: What opens a ``BulkColumns.generations`` entry (then "epoch,counter]").
+_GENERATION_OPENING = ',"generation":['
 _BULK_BATCH_START = '{"event":"batch","records":['
 #: A batch line's records each end in "," but the last, which ends the line; a line of its
 #: own ends in a newline. One character per record: "\n", "[" + ","* + "]" per batch.
@@ -560,8 +565,9 @@ _BULK_EVENTS = {LEASE: LEASE, DONE: DONE, RECLAIM: RECLAIM}
 
 class BulkColumns(NamedTuple):
     """One chunk of records the bulk reader took, column by column, each value as its line
-    spells it (the worker ``"null"`` where a record has none; the generation's epoch and counter
-    None where it has none). Every record in it is checksummed, tagged ``"unix"`` and carries an
+    spells it (the worker ``"null"`` where a record has none; the generation with the comma
+    before it, ``,"generation":[epoch,counter]``, as in the line and in the canonical form, or
+    "" where it has none). Every record in it is checksummed, tagged ``"unix"`` and carries an
     attempt, and its timestamp spells a finite float within ``MAX_TIMESTAMP`` of 0."""
 
     events: list[str]
@@ -569,8 +575,15 @@ class BulkColumns(NamedTuple):
     workers: list[str]
     stamps: list[str]
     attempts: list[str]
-    epochs: list[str | None]
-    counters: list[str | None]
+    generations: list[str]
+
+
+def bulk_generation(text: str) -> Generation | None:
+    """The generation a ``BulkColumns.generations`` entry spells."""
+    if not text:
+        return None
+    epoch, counter = text[len(_GENERATION_OPENING) : -1].split(",")
+    return int(epoch), int(counter)
 
 
 def _scan_bulk(
@@ -620,7 +633,7 @@ def _bulk_columns(data: bytes) -> tuple[BulkColumns, list[str]] | None:
     between = flat[0::_BULK_STRIDE]
     n = len(between)
     events, ids, workers, stamps, attempts = (flat[k::_BULK_STRIDE] for k in range(1, 6))
-    epochs, counters, crcs, ends, batch_crcs = (flat[k::_BULK_STRIDE] for k in range(6, 11))
+    generations, crcs, ends, batch_crcs = (flat[k::_BULK_STRIDE] for k in range(6, 10))
     batched = between.count("") != n
     if not batched and ends.count("\n") != n:
         return None  # a record ending in "," or "]" outside a batch
@@ -628,14 +641,12 @@ def _bulk_columns(data: bytes) -> tuple[BulkColumns, list[str]] | None:
         return None
     if not _spelled_as_repr(stamps):
         return None  # the canonical form spells the value as ``repr`` does: the reference decides
-    records = BulkColumns(events, ids, workers, stamps, attempts, epochs, counters)
-    if not _checksums_match(_bulk_canonical(records), crcs):
-        return None
     if "null" in workers and any(
         e == LEASE and w == "null" for e, w in zip(events, workers, strict=True)
     ):
         return None  # a lease without an owner: the reference says why it is bad
-    if batched and not _batch_checksums(records, between, ends, crcs, batch_crcs):
+    records = BulkColumns(events, ids, workers, stamps, attempts, generations)
+    if not _checksums(records, crcs, (between, ends, batch_crcs) if batched else None):
         return None
     return records, ends
 
@@ -657,31 +668,22 @@ def _spelled_as_repr(stamps: list[str]) -> bool:
 _CRC_ITEM = next(code for code in "IL" if array(code).itemsize == 4)
 
 
-def _checksums_match(canonical: list[bytes], crcs: list[str]) -> bool:
-    """Whether each record's ``crc`` (8 lowercase hex digits) is the CRC32 of its canonical
-    form (``crcs[k]`` of ``canonical[k]``): the computed ones, 4 bytes each, most significant
-    first, against the written ones read in one go."""
-    computed = array(_CRC_ITEM, map(zlib.crc32, canonical))
+def _checksums_match(computed: Iterable[int], crcs: list[str]) -> bool:
+    """Whether the CRCs ``computed`` are those written, ``crcs`` (8 lowercase hex digits each):
+    4 bytes each, most significant first, against the written ones read in one go."""
+    words = array(_CRC_ITEM, computed)
     if sys.byteorder == "little":
-        computed.byteswap()
-    return computed.tobytes() == bytes.fromhex("".join(crcs))
+        words.byteswap()
+    return words.tobytes() == bytes.fromhex("".join(crcs))
 
 
 def _bulk_rows(columns: BulkColumns, ends: list[str], before: int) -> list[_Row]:
     """The rows of a chunk's ``columns`` (records whose ends are ``ends``), after ``before``
     lines."""
-    events, ids, workers, stamps, attempts, epochs, counters = columns
+    events, ids, workers, stamps, attempts, gens = columns
     n = len(ids)
     owners = {w: None if w == "null" else int(w) for w in set(workers)}
     counts = {a: int(a) for a in set(attempts)}
-    generations: list[Generation | None] | repeat[None]
-    if epochs.count(None) != n:
-        generations = [
-            None if e is None or c is None else (int(e), int(c))  # both or neither
-            for e, c in zip(epochs, counters, strict=True)
-        ]
-    else:
-        generations = repeat(None, n)
     lines: list[int] | range
     if ends.count("\n") != n:  # batch lines
         line_ends = list(accumulate(e[0] != "," for e in ends))
@@ -698,58 +700,81 @@ def _bulk_rows(columns: BulkColumns, ends: list[str], before: int) -> list[_Row]
             repeat(UNIX, n),
             map(counts.__getitem__, attempts),
             repeat(True, n),
-            generations,
+            map(bulk_generation, gens),
             strict=True,
         )
     )
 
 
-def _bulk_canonical(
+def _checksums(
     records: BulkColumns,
-    crcs: list[str] | None = None,
-    around: tuple[list[str], list[str]] | None = None,
-) -> list[bytes]:
-    """Every record's canonical JSON (``_canonical``: keys sorted; its timestamp as the line
-    spells it), built column by column, one bytes object each. With ``crcs``, each with its
-    ``crc`` (as a record sits, sorted, in a batch's canonical form); with ``around``, the text
-    before and after each record, and one bytes object per line of the text they make."""
-    events, ids, workers, stamps, attempts, epochs, counters = records
+    crcs: list[str],
+    batches: tuple[list[str], list[str], list[str | None]] | None = None,
+) -> bool:
+    """Whether every record's ``crc`` is that of its canonical form (``record_crc``: keys
+    sorted, its timestamp as the line spells it) and, with ``batches`` (each record's text
+    before it and end, and each batch line's own ``crc``, None but after a batch's last
+    record), every batch line's is that of the batch's (``{"event":"batch","records":[``, its
+    records sorted, each with its ``crc``, then ``]}``).
+
+    Every canonical form is built in one text, column by column. A record's form opens with
+    ``{"attempt":A,"clock":"unix",`` (its ``crc`` follows there in a batch's form) and the rest,
+    its *tail* from ``"event"`` on, is the same in both forms: the tails are cut out of the
+    batches' forms at the marks ("\0", which no field holds) around them, and each record's
+    CRC is its tail's continued from the CRC of its opening, one per attempt's spelling
+    (``zlib.crc32(tail, crc32(opening))`` is the CRC of the two joined). So a record's fields
+    are joined once, not once for itself and once for its batch."""
+    events, ids, workers, stamps, attempts, generations = records
     n = len(ids)
-    gens = epochs.count(None) != n
-    clock = ',"clock":"unix","event":"' if crcs is None else ',"clock":"unix","crc":"'
-    pieces: list[str | list[str]] = ['{"attempt":', attempts, clock]
-    if around is not None:
-        pieces.insert(0, around[0])
-    if crcs is not None:
-        pieces += [crcs, '","event":"']
-    pieces.append(events)
-    if gens:
-        # "None" in both places for a record without one; its key is dropped below
-        pieces += ['","generation":[', list(map(str, epochs)), ",", list(map(str, counters))]
-        pieces.append('],"updated":')
-    else:
-        pieces.append('","updated":')
-    pieces += [stamps, ',"work_id":"', ids, '","worker":', workers]
-    pieces += ["}\n"] if around is None else ["}", around[1]]
+    pieces: list[str | list[str]] = []
+    if batches is not None:
+        between, ends, batch_crcs = batches
+        pieces += [between, '{"attempt":', attempts, ',"clock":"unix","crc":"', crcs, '",']
+    # the generation's text is its canonical form's ("" for none), with the "," before it
+    pieces += [
+        '\0"event":"',
+        events,
+        '"',
+        generations,
+        ',"updated":',
+        stamps,
+        ',"work_id":"',
+        ids,
+        '","worker":',
+        workers,
+        "}\0",
+    ]
+    if batches is not None:
+        pieces.append(list(map(_CANONICAL_ENDS.get, ends, repeat("]}\n"))))
     stride = len(pieces)
     parts: list[str] = [""] * (stride * n)
     for k, piece in enumerate(pieces):
         parts[k::stride] = [piece] * n if isinstance(piece, str) else piece
-    text = "".join(parts)
-    if gens:
-        text = text.replace('"generation":[None,None],', "")
-    lines = text.encode("ascii").split(b"\n")
+    data = "".join(parts).encode("ascii")
+    tails = data.split(b"\0")[1::2]
+    openings = {a: zlib.crc32(b'{"attempt":%s,"clock":"unix",' % a.encode()) for a in set(attempts)}
+    computed = map(zlib.crc32, tails, map(openings.__getitem__, attempts))
+    if not _checksums_match(computed, crcs):
+        return False
+    if batches is None:
+        return True
+    # one line per batch, and one per record on a line of its own, which has no batch checksum
+    lines = data.replace(b"\0", b"").split(b"\n")
     lines.pop()
-    return lines
+    batch_lines = filter(methodcaller("startswith", _BATCH_CANONICAL_START), lines)
+    return _checksums_match(map(zlib.crc32, batch_lines), list(filter(None, batch_crcs)))
 
 
 #: The mark of a record's surroundings in a line's shape (``_BULK_LINES``): what precedes it
 #: (a batch's opening) and what ends it (an end not listed here closes a batch).
 _OPENS = {"": "", _BULK_BATCH_START: "["}
 _ENDS = {"\n": "\n", ",": ","}
-#: What follows a record of a batch in the batch's canonical form (an end not listed here
-#: closes the batch: "]}", then a newline to split the batches apart).
-_BATCH_CANONICAL_ENDS = {",": ","}
+#: What follows a record in the canonical forms ``_checksums`` joins: "," within a batch, a
+#: newline after a record on a line of its own; any other end closes a batch ("]}" and a
+#: newline).
+_CANONICAL_ENDS = {",": ",", "\n": "\n"}
+#: How a batch's canonical form opens (the very text that opens its line).
+_BATCH_CANONICAL_START = _BULK_BATCH_START.encode("ascii")
 
 
 def _batch_structure(between: list[str], ends: list[str]) -> bool:
@@ -761,27 +786,6 @@ def _batch_structure(between: list[str], ends: list[str]) -> bool:
     shape[0::2] = list(map(_OPENS.__getitem__, between))
     shape[1::2] = list(map(_ENDS.get, ends, repeat("]")))
     return _BULK_LINES.fullmatch("".join(shape)) is not None
-
-
-def _batch_checksums(
-    records: BulkColumns,
-    between: list[str],
-    ends: list[str],
-    crcs: list[str],
-    batch_crcs: list[str],
-) -> bool:
-    """Whether every batch line's own checksum (``batch_crcs``: None but after a batch's last
-    record) is that of its canonical form (``record_crc`` of the batch without its ``crc``:
-    ``{"event":"batch","records":[`` then its records sorted, each with its ``crc``, then
-    ``]}``). The records on lines of their own are left out first."""
-    batched = list(map("\n".__ne__, ends))
-    if not all(batched):
-        records = BulkColumns._make(list(compress(column, batched)) for column in records)
-        between, ends, crcs = (list(compress(c, batched)) for c in (between, ends, crcs))
-    after = list(map(_BATCH_CANONICAL_ENDS.get, ends, repeat("]}\n")))
-    # a batch's canonical form opens with the very text that opens its line
-    canonical = _bulk_canonical(records, crcs, (between, after))
-    return _checksums_match(canonical, list(filter(None, batch_crcs)))
 
 
 def _reject_constant(name: str) -> object:

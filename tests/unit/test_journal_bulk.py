@@ -166,6 +166,22 @@ HOSTILE = {
     "lease without an owner": _line("lease", IDS[2], None, T0),
     "record ending in a comma": _line("done", IDS[3], 1, T0)[:-1] + b",\n",
     "batch without its opening": _line("done", IDS[3], 1, T0)[:-1] + b',"crc":"00000000"}\n',
+    # a batch whose own checksum is right (it covers its records as written), one of whose
+    # records' is wrong: the bulk reader checks both, from one canonical text
+    "batch with a record's wrong checksum": encode_batch(
+        [_line("lease", IDS[12], 1, T0), _wrong_crc(_line("done", IDS[12], 1, T0))]
+    ),
+    # a record's checksum is continued from its opening's, one per attempt: it must be its own
+    "record whose checksum covers another attempt": _line(
+        "lease", IDS[13], 1, T0, attempt=3
+    ).replace(b'"attempt":3,', b'"attempt":4,'),
+    # the generation is checksummed as its line spells it: with its own values, and not left out
+    "record whose checksum covers another generation": _line(
+        "lease", IDS[14], 1, T0, generation=[2, 41]
+    ).replace(b"[2,41]", b"[2,42]"),
+    "record whose checksum leaves its generation out": _line("lease", IDS[15], 1, T0).replace(
+        b',"crc":', b',"generation":[2,41],"crc":'
+    ),
     "batch with a wrong checksum": _wrong_batch_crc(
         encode_batch([_line("lease", IDS[4], 1, T0), _line("done", IDS[4], 1, T0)])
     ),

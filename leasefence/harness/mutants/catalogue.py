@@ -272,6 +272,42 @@ CATALOGUE: tuple[Mutant, ...] = (
         "EveryItemSettled: the master never offers the last pending item (an off-by-one, in the"
         " candidate-policy path and in the default path's lazy queue)",
     ),
+    # Issue 19 point 5: the bulk reader's checksums, built once for records and their batches.
+    Mutant(
+        "bulk-batch-records-unchecked",
+        REC,
+        (
+            (
+                "    if not _checksums_match(computed, crcs):\n        return False",
+                "    if batches is None and not _checksums_match(computed, crcs):\n"
+                "        return False",
+            ),
+        ),
+        "replay: a batch line whose own checksum is right is taken with a record's wrong",
+    ),
+    Mutant(
+        "bulk-crc-opening-misspelled",
+        REC,
+        ((""""attempt":%s,"clock":"unix",' % a""", """"attempt":%s,"clock":"unix"' % a"""),),
+        "replay: no record's checksum matches, so the bulk reader takes nothing (not wrong, slow)",
+    ),
+    Mutant(
+        "bulk-generation-not-checksummed",
+        REC,
+        (
+            (
+                "        generations,\n        ',\"updated\":',",
+                '        "",\n        \',"updated":\',',
+            ),
+        ),
+        "replay: a generation its record's checksum leaves out is taken",
+    ),
+    Mutant(
+        "bulk-generation-swapped",
+        REC,
+        (("    return int(epoch), int(counter)", "    return int(counter), int(epoch)"),),
+        "replay: a lease read in bulk gets its generation's counter as its epoch",
+    ),
 )
 
 

@@ -280,16 +280,21 @@ def _type_ok(s: State, b: Bounds, since: State, d: Diff) -> bool:
         if n is not None and not (w in works and n >= 1):
             return False
     # A lease's epoch is bounded by the coordinator's: all are read again when that changes.
-    reread = c.leases if not d.epoch_same else ((t, get(c.leases, t)) for t in d.state_leases)
-    for t, y in reread:
-        if y is not None and not (
-            t in tasks and y.owner in ranks and 1 <= y.epoch <= c.epoch and y.gen >= 0
-        ):
-            return False
+    if d.epoch_same:
+        for t in d.state_leases:
+            y = get(c.leases, t)
+            if y is not None and not (
+                t in tasks and y.owner in ranks and 1 <= y.epoch <= c.epoch and y.gen >= 0
+            ):
+                return False
+    else:
+        for t, y in c.leases:
+            if not (t in tasks and y.owner in ranks and 1 <= y.epoch <= c.epoch and y.gen >= 0):
+                return False
     for t in d.stats:
         z = get(c.stats, t)
         if z is not None and not (
-            t in tasks and min(z.completions, z.failures, z.reward, z.cost) >= 0
+            t in tasks and z.completions >= 0 and z.failures >= 0 and z.reward >= 0 and z.cost >= 0
         ):
             return False
     for r, p in mv[0]:
@@ -298,8 +303,9 @@ def _type_ok(s: State, b: Bounds, since: State, d: Diff) -> bool:
     # Only a rank given a new dispatch can go beyond the pipeline.
     if mv[0] and len(s.active) > b.pipeline:
         per_rank = d.index().per_rank
-        if any(per_rank[r] > b.pipeline for r, _ in mv[0]):
-            return False
+        for r, _ in mv[0]:
+            if per_rank[r] > b.pipeline:
+                return False
     for r, w in d.net:
         if not (r in ranks and w in works) and (r, w) in s.net:
             return False
@@ -321,8 +327,11 @@ def _l1_single_owner(s: State, b: Bounds, since: State, d: Diff) -> bool:
         return full.l1_single_owner(s, b)
     if not mv[0]:
         return True
-    idx = d.index()
-    return all(len(idx.by_work[x.work]) == 1 == len(idx.by_task[x.task]) for _, x in mv[0])
+    by_work, by_task, _ = d.index()
+    for _, x in mv[0]:  # noqa: SIM110  (a loop: all() of a generator costs more per step)
+        if len(by_work[x.work]) != 1 or len(by_task[x.task]) != 1:
+            return False
+    return True
 
 
 # L2: complete, abandon and discard change state only when the worker is the current owner.
@@ -369,7 +378,10 @@ def _l6_no_inherited_ownership(s: State, b: Bounds, since: State, d: Diff) -> bo
         y = get(c.leases, t)
         if y is None or y.epoch != c.epoch:
             continue  # no active lease: nothing to own
-        if not any(r == y.owner and x.gen == y.gen for r, x in by_task.get(t, ())):
+        for r, x in by_task.get(t, ()):
+            if r == y.owner and x.gen == y.gen:
+                break
+        else:
             return False
     return True
 
@@ -392,9 +404,14 @@ def _completions_accounted(s: State, b: Bounds, since: State, d: Diff) -> bool:
     if not (d.completed or d.stats):
         return True
     task, works = b.task, b.work_set
-    tasks = {task(w) for w in d.completed if w in works}
-    tasks.update(d.stats)
-    return all(full.completions_kept(s, b, t) for t in tasks)
+    tasks = set(d.stats)
+    for w in d.completed:
+        if w in works:
+            tasks.add(task(w))
+    for t in tasks:  # noqa: SIM110  (a loop: all() of a generator costs more per step)
+        if not full.completions_kept(s, b, t):
+            return False
+    return True
 
 
 # L7: A state ID in a result never overrides the authoritative ID the master stored at dispatch.
@@ -439,12 +456,16 @@ def _l3_refusal_changes_nothing(before: State, after: State, b: Bounds, d: Diff)
     # Started: in ``after.active`` and not in ``before.active`` (a set difference, as the spec's
     # active' \ active; ``moves`` may name a dispatch ``before`` holds once and ``after`` twice).
     started = [p for p in mv[0] if not _holds(before.active, p)]
-    for m in d.net:
-        if m in after.net and not any(r == m[0] and x.work == m[1] for r, x in started):
-            return False
-    for g in d.gnet:
-        if g in after.gnet and not any((r, x.work, x.gen) == g for r, x in started):
-            return False
+    if d.net:
+        sent = {(r, x.work) for r, x in started}
+        for m in d.net:
+            if m in after.net and m not in sent:
+                return False
+    if d.gnet:
+        gsent = {(r, x.work, x.gen) for r, x in started}
+        for g in d.gnet:
+            if g in after.gnet and g not in gsent:
+                return False
     return True
 
 

@@ -19,10 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import abc
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import compress, count
-from operator import is_not
 from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
-from weakref import ref
 
 from immutables import Map as _Trie
 
@@ -57,20 +54,23 @@ class Hamt(Generic[K, V]):
     sorted tuple of pairs it stands for (that tuple is made once, when first asked for: the
     model never iterates a large map on a replay's hot path).
 
-    Lineage: a map made by ``set`` or ``delete`` remembers, by weak reference, the maps it was
-    edited from (up to ``LINEAGE`` edits back) and the key of each edit, so ``changed`` between
-    a map and one of its recent ancestors reads only the keys edited in between. It is not part
-    of the value: equality, hash, ``repr`` and pickling ignore it.
+    Lineage: a map made by ``set`` or ``delete`` remembers the tries of the maps it was edited
+    from (up to ``LINEAGE`` edits back) and the key of each edit, so ``changed`` between a map
+    and one of its recent ancestors reads only the keys edited in between. A trie holds no
+    lineage of its own, so what a map keeps alive is bounded (the paths its last few edits
+    copied), not a chain of every map before it; a trie stands for one map (each edit makes a
+    new one), so finding an ancestor's trie is finding that ancestor. It is not part of the
+    value: equality, hash, ``repr`` and pickling ignore it.
     """
 
-    __slots__ = ("__weakref__", "_edits", "_hash", "_m", "_origins", "_pairs", "_sure")
+    __slots__ = ("_edits", "_hash", "_m", "_origins", "_pairs", "_sure")
 
     _m: _Trie[K, V]
     _hash: int | None
     _pairs: tuple[tuple[K, V], ...] | None
-    #: Weak references to the maps this one was edited from, the nearest first, and the key of
-    #: each edit since: ``_edits[: i + 1]`` are the keys edited since ``_origins[i]``.
-    _origins: tuple[ref[Hamt[K, V]], ...]
+    #: The tries of the maps this one was edited from, the nearest first, and the key of each
+    #: edit since: ``_edits[: i + 1]`` are the keys edited since the map of ``_origins[i]``.
+    _origins: tuple[_Trie[K, V], ...]
     _edits: tuple[K, ...]
     #: Whether the last edit certainly changed its entry (a value of another type may be equal).
     _sure: bool
@@ -91,7 +91,7 @@ class Hamt(Generic[K, V]):
         """The map of trie ``m``, made from this one by an edit at ``key``."""
         h: Hamt[K, V] = Hamt.__new__(Hamt)
         h._m, h._hash, h._pairs = m, None, None
-        h._origins = (ref(self), *self._origins[: LINEAGE - 1])
+        h._origins = (self._m, *self._origins[: LINEAGE - 1])
         h._edits = (key, *self._edits[: LINEAGE - 1])
         h._sure = sure
         return h
@@ -164,8 +164,9 @@ class Hamt(Generic[K, V]):
 
     def _since(self, other: Hamt[K, V]) -> tuple[K, ...] | None:
         """The keys edited since ``other``, if ``other`` is a recent ancestor (else None)."""
+        m = other._m
         for i, origin in enumerate(self._origins):
-            if origin() is other:
+            if origin is m:
                 return self._edits[: i + 1]
         return None
 
@@ -179,9 +180,9 @@ class Hamt(Generic[K, V]):
         with unequal values). When one was edited from the other a few edits ago (its lineage),
         only the keys edited in between are read; otherwise every entry is."""
         a, b = self, other
-        if b._origins and b._origins[0]() is a and b._sure:  # the common case: one edit
+        if b._origins and b._origins[0] is a._m and b._sure:  # the common case: one edit
             return [b._edits[0]]
-        if a._origins and a._origins[0]() is b and a._sure:
+        if a._origins and a._origins[0] is b._m and a._sure:
             return [a._edits[0]]
         edited = b._since(a) if b._origins else None
         if edited is None and a._origins:
@@ -366,8 +367,14 @@ def unshared(a: tuple[T, ...], b: tuple[T, ...]) -> tuple[tuple[T, ...], tuple[T
                     hi = mid
             if not lo or a[n - lo :] == b[m - lo :]:
                 return a[i : n - lo], b[i : m - lo]
-    i = next(compress(count(), map(is_not, a, b)), lim)
-    j = min(next(compress(count(), map(is_not, reversed(a), reversed(b))), lim), lim - i)
+    # A short one by a plain loop from each end (iterators in C cost more to set up than a few
+    # steps of Python save).
+    i = 0
+    while i < lim and a[i] is b[i]:
+        i += 1
+    j, lim = 0, lim - i
+    while j < lim and a[n - 1 - j] is b[m - 1 - j]:
+        j += 1
     return a[i : n - j], b[i : m - j]
 
 
@@ -408,9 +415,7 @@ def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
         return a._map.changed(b._map)  # type: ignore[union-attr]
     if ta is frozenset and tb is frozenset:
         return list(a ^ b)  # type: ignore[operator]
-    if isinstance(a, abc.Set):
-        return list(set(a) ^ set(b))  # type: ignore[arg-type]
-    if ta is tuple and tb is tuple:
+    if ta is tuple and tb is tuple:  # before the ABC test below, which costs a microsecond
         a, b = unshared(a, b)  # type: ignore[arg-type]
         # One side's rest empty (an insertion or a removal, most edits): the other's keys are
         # absent from the shared parts of both (each map's keys are distinct), so all differ.
@@ -418,6 +423,12 @@ def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
             return [k for k, _ in b]
         if not b:
             return [k for k, _ in a]
+        if len(a) == 1 == len(b):  # one entry replaced (most other edits)
+            (k, old), (key, v) = a[0], b[0]
+            if k == key:
+                return [] if old is v or old == v else [k]
+    elif isinstance(a, abc.Set):
+        return list(set(a) ^ set(b))  # type: ignore[arg-type]
     rest = dict(a)
     out: list[K] = []
     for k, v in b:  # type: ignore[misc]
@@ -533,11 +544,11 @@ def _replacer(cls: type[tuple[Any, ...]]) -> Any:
 
     def _replace(self: tuple[Any, ...], /, **changes: Any) -> tuple[Any, ...]:
         fields = list(self)
-        for name, value in changes.items():
-            i = index.get(name)
-            if i is None:
-                raise ValueError(f"Got unexpected field names: {list(changes)!r}")
-            fields[i] = value
+        try:
+            for name, value in changes.items():
+                fields[index[name]] = value
+        except KeyError:
+            raise ValueError(f"Got unexpected field names: {list(changes)!r}") from None
         return new(cls, fields)
 
     _replace.__qualname__ = f"{cls.__name__}._replace"

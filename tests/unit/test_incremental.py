@@ -4,6 +4,7 @@ give the same answers as the plain definitions they stand in for."""
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 import random
 from dataclasses import replace
@@ -445,6 +446,53 @@ def test_changed_between_a_map_and_the_maps_it_was_edited_from_reads_the_edits_a
     assert chain[2]._since(chain[0]) == (500, 5)  # type: ignore[union-attr]
     assert chain[-1]._since(chain[0]) is None  # more than LINEAGE edits back
     assert len(chain) - 1 > LINEAGE
+
+
+#: Values a map may hold: some equal but of another type (1, True, 1.0), which is no change.
+_VALUES = st.sampled_from([0, 1, True, 1.0, 2, "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_VALUES, max_size=90), st.data())
+def test_changed_is_the_keys_whose_entries_differ_for_maps_of_every_size_and_form(
+    start: list[object], data: st.DataObject
+) -> None:
+    # Maps short (a scan), long (the noted edit) and beyond SMALL (a trie), and across it; keys
+    # 0..n-1, so most edits replace an entry (with an equal value of another type, no change).
+    a: Map[int, object] = as_map(enumerate(start))
+    key = st.integers(0, len(start))
+    edits = data.draw(st.lists(st.tuples(st.booleans(), key, _VALUES), max_size=3))
+    b = a
+    for keep, k, v in edits:
+        b = put(b, k, v) if keep else drop(b, k)
+    da, db = dict(a), dict(b)
+    want = sorted(
+        k
+        for k in da.keys() | db.keys()
+        if (k in da) != (k in db) or (da[k] is not db[k] and da[k] != db[k])
+    )
+    assert sorted(changed(a, b)) == want == sorted(changed(b, a))
+
+
+def test_a_map_keeps_no_map_it_was_edited_from_alive() -> None:
+    # Lineage holds the ancestors' tries, which hold no lineage: a replay of 10^5 steps keeps
+    # the last few edits' paths alive, not a chain of every map before (memory stays linear).
+    m: Map[int, int] = as_map({k: k for k in range(100)})
+    for k in range(50):
+        m = put(m, k, -k)
+    assert isinstance(m, Hamt)
+    seen: set[int] = {id(m)}
+    todo: list[object] = list(gc.get_referents(m))
+    reached = 0
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        reached += isinstance(x, Hamt)
+        todo.extend(gc.get_referents(x))
+    assert reached == 0
+    assert 0 < len(m._origins) <= LINEAGE
 
 
 def test_a_copied_or_pickled_map_has_no_lineage_and_still_compares_by_content() -> None:

@@ -9,6 +9,7 @@ import math
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,37 @@ def test_validate_pauses_the_cyclic_collector_and_leaves_it_as_it_found_it() -> 
             assert gc.isenabled() is before  # restored after an error too
     finally:
         (gc.enable if enabled else gc.disable)()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"event":"X","now":1.5}',
+        '{"event":"X","now":1.5}\n',
+        '{"event":"X","now":1.5}  \t',
+        '  {"event":"X"}',  # leading blanks: json.loads skips them
+        '{"event":"X"} {"event":"Y"}',  # two values: extra data
+        '{"event":"X"}x',
+        '{"event":"X",}',
+        '{"event":"X","now":NaN}',
+        "[1, 2]",
+        '"text"',
+        "7",
+        "",
+        "{",
+    ],
+)
+def test_a_line_decodes_exactly_as_json_loads_decodes_it(line: str) -> None:
+    # The scanner is called directly for speed: the value, or the error, must be loads's own.
+    from leasefence.conformance.traceformat import _decode_line
+
+    def outcome(decode: Callable[[str], object]) -> tuple[str, object]:
+        try:
+            return "value", decode(line)
+        except json.JSONDecodeError as exc:
+            return "error", str(exc)
+
+    assert outcome(_decode_line) == outcome(json.loads)
 
 
 def test_a_bad_line_in_the_middle_is_an_error() -> None:

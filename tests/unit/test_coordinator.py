@@ -227,13 +227,14 @@ def test_a_change_whose_record_cannot_be_made_changes_nothing_with_or_without_au
         raise InvalidArgument("planted: no record")
 
     monkeypatch.setattr(impl_module, "lease_record" if call == "lease" else "free_record", broken)
+    calls = {
+        "lease": lambda: c.lease("s2", 2, generation=(1, 2)),
+        "complete": lambda: c.complete("s1", 2, reward=1.0, cost=1.0, generation=(1, 2)),
+        "abandon": lambda: c.abandon("s1", 2, cost=1.0, generation=(1, 2)),
+        "discard": lambda: c.discard("s1", 2, generation=(1, 2)),
+    }
     with pytest.raises(InvalidArgument, match="planted"):
-        if call == "lease":
-            c.lease("s2", 2, generation=(1, 2))
-        elif call == "complete":
-            c.complete("s1", 2, reward=1.0, cost=1.0, generation=(1, 2))
-        else:
-            getattr(c, call)("s1", 2, generation=(1, 2))
+        calls[call]()
     assert (dict(c.leases), dict(c.statistics), c.pending()) == before
     monkeypatch.undo()
     c.commit()

@@ -327,12 +327,20 @@ class StateShardCoordinator:
         if self._active(task_id) is not None:
             return False
         now = self._now()
-        with self._change((task_id,)):
-            lease = StateLease(owner=worker, updated=now, epoch=self._epoch, generation=generation)
-            self._leases[task_id] = lease
-            if task_id not in self._stats:
-                self._stats[task_id] = Stats()
-            self._log(lease_record(task_id, lease))
+        lease = StateLease(owner=worker, updated=now, epoch=self._epoch, generation=generation)
+        record = lease_record(task_id, lease)  # before any change: if it raises, none was made
+        if self._saves_each_change():
+            with self._change((task_id,)):
+                self._leases[task_id] = lease
+                if task_id not in self._stats:
+                    self._stats[task_id] = Stats()
+                self._log(record)
+            return True
+        # Nothing to save, so nothing after the record can fail: no undo to prepare.
+        self._leases[task_id] = lease
+        if task_id not in self._stats:
+            self._stats[task_id] = Stats()
+        self._log(record)
         return True
 
     def complete(
@@ -349,10 +357,8 @@ class StateShardCoordinator:
 
         Frees the task and books one completion, ``reward`` and ``cost``.
         """
-        delta = Stats(
-            completions=1, reward=_check_amount("reward", reward), cost=_check_amount("cost", cost)
-        )
-        return self._release(task_id, worker, delta, generation)
+        booked = (1, 0, _check_amount("reward", reward), _check_amount("cost", cost))
+        return self._release(task_id, worker, booked, generation)
 
     def abandon(
         self,
@@ -367,8 +373,8 @@ class StateShardCoordinator:
 
         Frees the task and books one failure and ``cost``.
         """
-        delta = Stats(failures=1, cost=_check_amount("cost", cost))
-        return self._release(task_id, worker, delta, generation)
+        booked = (0, 1, 0.0, _check_amount("cost", cost))
+        return self._release(task_id, worker, booked, generation)
 
     def discard(self, task_id: str, worker: int, generation: Generation | None = None) -> bool:
         """DiscardState(s, r). Succeeds when the token ``(worker, generation)`` owns the active
@@ -452,8 +458,14 @@ class StateShardCoordinator:
         return lease if lease is not None and lease.epoch == self._epoch else None
 
     def _release(
-        self, task_id: str, worker: int, delta: Stats | None, generation: Generation | None
+        self,
+        task_id: str,
+        worker: int,
+        booked: tuple[int, int, float, float] | None,
+        generation: Generation | None,
     ) -> bool:
+        """Free ``task_id`` for its owner's token, booking ``(completions, failures, reward,
+        cost)`` (None: nothing) on its statistics."""
         _check_task(task_id)
         _check_worker(worker)
         _check_generation(generation)
@@ -461,13 +473,34 @@ class StateShardCoordinator:
         lease = self._active(task_id)
         if lease is None or (lease.owner, lease.generation) != (worker, generation):
             return False
-        with self._change((task_id,)):
-            del self._leases[task_id]
-            if delta is not None:
-                old = self._stats.get(task_id)
-                self._stats[task_id] = (Stats() if old is None else old).plus(delta)
-            self._log(free_record(task_id, self._stats[task_id]))
+        stats = self._stats.get(task_id)
+        if stats is None:  # (never for a leased task: ``lease`` makes its entry)
+            stats = Stats()
+        if booked is not None:
+            completions, failures, reward, cost = booked
+            stats = Stats(
+                stats.completions + completions,
+                stats.failures + failures,
+                stats.reward + reward,
+                stats.cost + cost,
+            )
+        record = free_record(task_id, stats)
+        if self._saves_each_change():
+            with self._change((task_id,)):
+                del self._leases[task_id]
+                self._stats[task_id] = stats
+                self._log(record)
+            return True
+        # Nothing to save, so nothing after the record can fail: no undo to prepare.
+        del self._leases[task_id]
+        self._stats[task_id] = stats
+        self._log(record)
         return True
+
+    def _saves_each_change(self) -> bool:
+        """Whether a change is saved as it is made (autosave with a file), which can fail
+        after the change was made in memory, so that it must be undone (``_change``)."""
+        return self._autosave and self._path is not None
 
     def _now(self) -> float:
         now = float(self._clock())

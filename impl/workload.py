@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasefence.impl.wire import StateTaskId, Work, WorkId
+from leasefence.impl.wire import Generation, StateTaskId, Work, WorkId
 
 #: Name and version of this workload's payload format (part of every payload, so of every ID).
 WORKLOAD = "branch-reach/1"
@@ -56,9 +56,9 @@ class WorkItem:
     #: payload again for each dispatch (issue 19).
     payload_json: str | None = field(default=None, compare=False, repr=False)
 
-    def work(self) -> Work:
-        """The WORK message that sends this item."""
-        return Work(self.work_id, self.state_task_id, self.payload, None, self.payload_json)
+    def work(self, generation: Generation | None = None) -> Work:
+        """The WORK message that sends this item (with the dispatch's ``generation``, if any)."""
+        return Work(self.work_id, self.state_task_id, self.payload, generation, self.payload_json)
 
 
 @dataclass(frozen=True)

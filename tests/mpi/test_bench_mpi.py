@@ -37,3 +37,9 @@ def test_every_dispatch_contender_runs_under_mpiexec_and_reports_a_rate(tmp_path
     assert figures["max_in_flight_per_rank"]["master-depth2"] == 2
     assert figures["mean_in_flight_per_rank"]["master-depth2"] > 1.0
     assert figures["max_in_flight_per_rank"]["master-depth1"] == 1
+    # the goal's contender runs as ``leasefence run`` does: deeper than 2 once its gaps are known
+    # (a contender left at a fixed depth 1 or 2 fails here), beside a bare loop as deep
+    assert figures["goal_master"] == "master-run"
+    assert figures["max_in_flight_per_rank"]["master-run"] > 2
+    assert figures["run_over_bare_time"] > 0
+    assert figures["run_over_bare_deep_time"] > 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from leasefence.cli import main
-from leasefence.harness.bench import BENCHMARKS, Goal, Sizes, run
+from leasefence.harness.bench import BENCHMARKS, Goal, Sizes, goals, run
 
 NON_MPI = ("journal", "recovery", "scale", "verification", "trace")
 
@@ -128,3 +128,16 @@ def test_a_benchmark_that_fails_reports_its_goals_as_errors_not_as_skipped(
     assert report.errors == ["recovery: OSError: [Errno 95] Operation not supported"]
     table = out.getvalue().split("done.")[1]
     assert "ERROR recovery: OSError" in table
+
+
+def test_the_dispatch_goal_reads_the_master_as_leasefence_run_configures_it() -> None:
+    # The goal is the master users run (``master-run``: generation fence, depth by TTL) over
+    # the bare blocking loop; the depth-1 master's figure is printed beside it, not the goal.
+    # (A goal reading ``memory_over_bare_time`` again fails here.)
+    from leasefence.harness.bench.dispatch import GOAL_MASTER
+
+    dispatch = {"run_over_bare_time": 1.5, "memory_over_bare_time": 30.0}
+    (goal,) = [g for g in goals({"dispatch": dispatch}) if "/ bare," in g.name]
+    assert GOAL_MASTER == "master-run"
+    assert goal.value == 1.5
+    assert goal.status == "PASS"

@@ -208,6 +208,40 @@ def test_complete_abandon_and_discard_move_exactly_the_documented_statistics() -
     assert set(c.statistics) == {"s1", "s2"}
 
 
+@pytest.mark.parametrize("autosave", [True, False])
+@pytest.mark.parametrize("call", ["lease", "complete", "abandon", "discard"])
+def test_a_change_whose_record_cannot_be_made_changes_nothing_with_or_without_autosave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, autosave: bool
+) -> None:
+    # Without autosave (group commit) a change prepares no undo: its record is made before
+    # anything changes, so a record that fails leaves leases, statistics and the pending log
+    # as they were. (Making the record after the change, as the undo once allowed, fails here.)
+    c = StateShardCoordinator(tmp_path / "s.json", clock=Clock(), autosave=autosave)
+    assert c.lease("s1", 1, generation=(1, 1))
+    assert c.complete("s1", 1, reward=1.0, cost=2.0, generation=(1, 1))
+    if call != "lease":
+        assert c.lease("s1", 2, generation=(1, 2))
+    before = (dict(c.leases), dict(c.statistics), c.pending())
+
+    def broken(*args: object) -> bytes:
+        raise InvalidArgument("planted: no record")
+
+    monkeypatch.setattr(impl_module, "lease_record" if call == "lease" else "free_record", broken)
+    calls = {
+        "lease": lambda: c.lease("s2", 2, generation=(1, 2)),
+        "complete": lambda: c.complete("s1", 2, reward=1.0, cost=1.0, generation=(1, 2)),
+        "abandon": lambda: c.abandon("s1", 2, cost=1.0, generation=(1, 2)),
+        "discard": lambda: c.discard("s1", 2, generation=(1, 2)),
+    }
+    with pytest.raises(InvalidArgument, match="planted"):
+        calls[call]()
+    assert (dict(c.leases), dict(c.statistics), c.pending()) == before
+    monkeypatch.undo()
+    c.commit()
+    reloaded = StateShardCoordinator(tmp_path / "s.json", clock=Clock(), autosave=False)
+    assert dict(reloaded.statistics) == before[1]
+
+
 def test_the_statistics_of_a_task_never_leased_raise_unknown_task_naming_it() -> None:
     c = StateShardCoordinator(clock=Clock())
     assert c.lease("s1", 1)

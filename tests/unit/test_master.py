@@ -722,9 +722,13 @@ def test_the_queue_drops_finished_items_from_what_it_read_not_from_the_whole_cat
         return finished_here(work_id)
 
     m._finished_here = counted  # type: ignore[method-assign]
+    queue = m._queue
     pending = m._pending({order[0]})
     assert next(pending) == order[65]
+    assert m._queue is queue  # edited where it was read, not rebuilt (a copy of the rest)
     assert calls < 300
-    assert m._order[:3] == [order[0], order[65], order[66]]  # the 64 dropped, the order kept
+    # the 64 dropped, the order kept (the queue is read from its end)
+    assert m._queue[-3:] == [order[66], order[65], order[0]]
+    assert len(m._queue) == len(order) - 64
     assert list(pending) == order[66:]
     m.close()

@@ -42,6 +42,11 @@ medians), ``goals`` (the goals and the other figures), one module per benchmark 
   (``leasefence bench --only dispatch``, 2 cores, trivial tasks): 3.42× (2.85× and 3.78× in two
   more runs), because depth 1 waits in the polling loops' sleeps and depth 2 keeps the next
   WORK queued at each worker (the top-level README's performance section says more).
+  The goal *in-memory master / bare blocking loop* reads ``master-run``, the in-memory master
+  as ``leasefence run`` configures it by default (generation fence, depth by TTL up to
+  pipeline 64, group commit), since that is what users run; ``master-memory`` (depth 1, rank
+  fence) is printed beside it as the latency figure, and ``bare-deep`` (a bare loop as deep
+  as the run's pipeline) as the fairer partner of a pipelined master.
 - ``memory_journal`` is the benchmark-only in-memory journal (the master's ``Journal``
   protocol, no disk) that isolates the cost of the master's logic; it keeps the generation part
   of the owner token too, for the depth-2 contender.

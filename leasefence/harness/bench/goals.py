@@ -61,7 +61,7 @@ def goals(results: dict[str, Any]) -> list[Goal]:
         Goal("replay (longest journal measured)", "records/s", get("recovery", "replayed_per_s"), ">=", 500_000, unit="/s", bench="recovery"),
         Goal("scale: items/s, largest run / smallest", "in-process master, memory journal", get("scale", "largest_over_smallest_items_per_s"), ">=", 0.8, bench="scale"),
         Goal(f"open compacted journal, {active:,} active leases", "milliseconds", None if get("recovery", "active_open_s") is None else 1e3 * (get("recovery", "active_open_s") or 0.0), "<=", 50, unit=" ms", bench="recovery"),
-        Goal("master (memory journal) / bare mpi4py, time per rt", "bare blocking recv loop", get("dispatch", "memory_over_bare_time"), "<=", 2.0, bench="dispatch"),
+        Goal("master as run (memory journal) / bare, time per rt", "bare blocking recv loop", get("dispatch", "run_over_bare_time"), "<=", 2.0, note="master-run: the run's defaults", bench="dispatch"),
         Goal("durable master, group commit / MPIPoolExecutor", "round trips/s", get("dispatch", "group_over_pool"), ">=", 1.0, bench="dispatch"),
         Goal("model checker / TLC states per second", "same bounds, wall clock", get("verification", "model_vs_tlc", "model_over_tlc"), ">=", 0.5, bench="verification"),
         Goal("liveness / safety check time (model)", "live vs CI config, wall clock", get("verification", "liveness", "live_over_safety"), "<=", 2.0, bench="verification"),
@@ -79,7 +79,9 @@ def other_figures(results: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(d, dict):
         med = d["median_round_trips_per_s"]
         lines += [
-            ("master (memory journal) / bare-poll loop, time per rt", fmt(d["memory_over_bare_poll_time"]) + "x"),
+            ("master as run (memory journal) / bare loop as deep, time per rt", fmt(d["run_over_bare_deep_time"]) + "x"),
+            ("master at depth 1, rank fence (memory journal) / bare loop, time per rt", fmt(d["memory_over_bare_time"]) + "x"),
+            ("master at depth 1 (memory journal) / bare-poll loop, time per rt", fmt(d["memory_over_bare_poll_time"]) + "x"),
             ("bare blocking loop / bare Improbe+sleep loop, rt/s", fmt(med["bare"] / med["bare-poll"]) + "x"),
             ("durable master, group commit / per-call sync, rt/s", fmt(d["group_over_always"]) + "x"),
             ("durable master, per-call sync / MPIPoolExecutor, rt/s", fmt(d["always_over_pool"]) + "x"),

@@ -23,6 +23,11 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    fsync) before any WORK of that turn leaves.
 ``master-memory``  the same master over ``MemoryJournal`` and a coordinator without a snapshot:
                    the master's logic and the MPI loop, no disk (benchmark-only).
+``master-run``     the in-memory master exactly as ``leasefence run`` configures it by default
+                   (``RunConfig()``: generation fence, pipeline 64 with depth by TTL, group
+                   commit, the run's TTL and reclaim period) over ``MemoryJournal`` and a
+                   coordinator without a file: what a user's run costs on rank 0 without the
+                   disk. ``master-memory`` stays the latency figure (one dispatch per rank).
 ``master-depth1``  ``master-memory`` with generation fencing (``fence="generation"``), still
                    ``pipeline=1``: the partner of ``master-depth2``.
 ``master-depth2``  the same with ``pipeline=2`` (issue 12): each worker rank holds up to two
@@ -31,6 +36,9 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    the fence differs too.
 ``bare``           a bare mpi4py loop: ``comm.recv(source=ANY_SOURCE)`` on rank 0, one pickled
                    message each way, blocking receives everywhere.
+``bare-deep``      the ``bare`` loop keeping as many messages in flight per worker rank as the
+                   run's pipeline allows (``RunConfig().pipeline``): the partner of
+                   ``master-run`` that pipelines as it does.
 ``bare-poll``      the same loop receiving with ``Improbe`` + a growing sleep (0.2-5 ms: the
                    ``sleep`` poll mode, ``leasefence run``'s only one before issue 19),
                    which separates the polling policy from the master's logic.
@@ -68,9 +76,11 @@ CONTENDERS = (
     "master-always",
     "master-group",
     "master-memory",
+    "master-run",
     "master-depth1",
     "master-depth2",
     "bare",
+    "bare-deep",
     "bare-poll",
     "pool",
 )
@@ -119,6 +129,16 @@ def master_job(
                 pipeline=pipeline or RunConfig().pipeline, depth_by_ttl=True,
             )  # fmt: skip
             transport = MpiTransport(comm, poll)
+        elif contender == "master-run":
+            from leasefence.impl.mpirun import RunConfig
+
+            config, clock = RunConfig(), StepClock()
+            master = Master(
+                MemoryJournal(clock), StateShardCoordinator(None, clock=clock, autosave=False),
+                catalogue, ttl=config.ttl, clock=clock, pipeline=config.pipeline,
+                fence=config.fence, group_commit=config.group_commit, depth_by_ttl=True,
+            )  # fmt: skip
+            transport = MpiTransport(comm, poll)
         else:
             pipeline, fence = MEMORY_MASTERS[contender]
             clock = StepClock()
@@ -152,7 +172,10 @@ def master_job(
             def on_progress(self, master: Any) -> None:
                 progress(master)
 
-        master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, hooks=Progress())
+        if contender == "master-run":  # the loop's own defaults, as ``leasefence run`` calls it
+            master_dispatch(master, transport, hooks=Progress())
+        else:
+            master_dispatch(master, transport, poll=0.05, reclaim_every=3600.0, hooks=Progress())
         master.close()
     timed = tasks + WARMUP - int(marks["at"])
     seconds = marks["end"] - marks["start"]
@@ -189,7 +212,9 @@ def _poll_recv(comm: Any, source: int) -> tuple[Any, int]:
     return int.from_bytes(env.data, "big"), env.source
 
 
-def bare_master(comm: Any, tasks: int, poll: bool, out: Path) -> None:
+def bare_master(comm: Any, tasks: int, poll: bool, out: Path, depth: int = 1) -> None:
+    """Rank 0 of a bare loop: ``depth`` messages in flight per worker rank, a new one sent to
+    each rank that answers."""
     workers = range(1, comm.Get_size())
     total = tasks + WARMUP
     sent = received = 0
@@ -202,9 +227,11 @@ def bare_master(comm: Any, tasks: int, poll: bool, out: Path) -> None:
         else:
             comm.send(value, dest=dest)
 
-    for w in workers:
-        send(w, sent)
-        sent += 1
+    for _ in range(depth):
+        for w in workers:
+            if sent < total:
+                send(w, sent)
+                sent += 1
     while received < total:
         if poll:
             _, source = _poll_recv(comm, MPI.ANY_SOURCE)
@@ -223,7 +250,8 @@ def bare_master(comm: Any, tasks: int, poll: bool, out: Path) -> None:
             comm.Send([(2**63).to_bytes(8, "big"), MPI.BYTE], dest=w, tag=1)
         else:
             comm.send(None, dest=w)
-    report(out, "bare-poll" if poll else "bare", total - WARMUP, seconds)
+    name = "bare-poll" if poll else "bare" if depth == 1 else "bare-deep"
+    report(out, name, total - WARMUP, seconds, **({"depth": depth} if depth > 1 else {}))
 
 
 def bare_worker(comm: Any, poll: bool) -> None:
@@ -289,7 +317,12 @@ def main() -> None:
     else:
         poll = args.contender == "bare-poll"
         if rank == 0:
-            bare_master(comm, args.tasks, poll, args.out)
+            depth = 1
+            if args.contender == "bare-deep":
+                from leasefence.impl.mpirun import RunConfig
+
+                depth = RunConfig().pipeline
+            bare_master(comm, args.tasks, poll, args.out, depth)
         else:
             bare_worker(comm, poll)
 

@@ -160,8 +160,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         M,
         (
             (
-                "work_ok = self.journal.complete(work_id, worker=rank, **_kw(gen))",
-                "work_ok = self.journal.complete(work_id, **_kw(gen))",
+                "self.journal.complete(work_id, worker=rank)\n",
+                "self.journal.complete(work_id)\n",
+            ),
+            (
+                "self.journal.complete(work_id, worker=rank, generation=gen)",
+                "self.journal.complete(work_id, generation=gen)",
             ),
         ),
         "L2: completion is not fenced by the MPI source rank",
@@ -265,8 +269,8 @@ CATALOGUE: tuple[Mutant, ...] = (
                 "pending = [w for w in self.unfinished() if w not in busy][:-1]",
             ),
             (
-                "        while i < len(order):\n            w = order[i]",
-                "        while i < len(order) - 1:\n            w = order[i]",
+                "        while i:\n            i -= 1\n            w = queue[i]",
+                "        while i > 1:\n            i -= 1\n            w = queue[i]",
             ),
         ),
         "EveryItemSettled: the master never offers the last pending item (an off-by-one, in the"
@@ -319,12 +323,12 @@ TRANSITION_MUTANTS: tuple[Mutant, ...] = (
         "impl/coordinator.py",
         (
             (
-                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
-                "        return self._release(task_id, worker, delta, generation)",
-                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
+                '        booked = (0, 1, 0.0, _check_amount("cost", cost))\n'
+                "        return self._release(task_id, worker, booked, generation)",
+                '        booked = (0, 1, 0.0, _check_amount("cost", cost))\n'
                 "        self._autosave, saved = False, self._autosave\n"
                 "        try:\n"
-                "            return self._release(task_id, worker, delta, generation)\n"
+                "            return self._release(task_id, worker, booked, generation)\n"
                 "        finally:\n"
                 "            self._autosave = saved",
             ),
@@ -359,11 +363,11 @@ TRANSITION_MUTANTS: tuple[Mutant, ...] = (
         "impl/coordinator.py",
         (
             (
-                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
-                "        return self._release(task_id, worker, delta, generation)",
-                '        delta = Stats(failures=1, cost=_check_amount("cost", cost))\n'
+                '        booked = (0, 1, 0.0, _check_amount("cost", cost))\n'
+                "        return self._release(task_id, worker, booked, generation)",
+                '        booked = (0, 1, 0.0, _check_amount("cost", cost))\n'
                 "        held = self._leases.get(task_id)\n"
-                "        return self._release(task_id, worker, delta, held.generation if held else generation)",
+                "        return self._release(task_id, worker, booked, held.generation if held else generation)",
             ),
         ),
         "token check: abandon accepts any generation of the owner rank (L2, issue 12)",

@@ -92,6 +92,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Final, NoReturn
@@ -329,18 +330,11 @@ class StateShardCoordinator:
         now = self._now()
         lease = StateLease(owner=worker, updated=now, epoch=self._epoch, generation=generation)
         record = lease_record(task_id, lease)  # before any change: if it raises, none was made
-        if self._saves_each_change():
-            with self._change((task_id,)):
-                self._leases[task_id] = lease
-                if task_id not in self._stats:
-                    self._stats[task_id] = Stats()
-                self._log(record)
-            return True
-        # Nothing to save, so nothing after the record can fail: no undo to prepare.
-        self._leases[task_id] = lease
-        if task_id not in self._stats:
-            self._stats[task_id] = Stats()
-        self._log(record)
+        with self._made_change(task_id):
+            self._leases[task_id] = lease
+            if task_id not in self._stats:
+                self._stats[task_id] = Stats()
+            self._log(record)
         return True
 
     def complete(
@@ -485,22 +479,19 @@ class StateShardCoordinator:
                 stats.cost + cost,
             )
         record = free_record(task_id, stats)
-        if self._saves_each_change():
-            with self._change((task_id,)):
-                del self._leases[task_id]
-                self._stats[task_id] = stats
-                self._log(record)
-            return True
-        # Nothing to save, so nothing after the record can fail: no undo to prepare.
-        del self._leases[task_id]
-        self._stats[task_id] = stats
-        self._log(record)
+        with self._made_change(task_id):
+            del self._leases[task_id]
+            self._stats[task_id] = stats
+            self._log(record)
         return True
 
-    def _saves_each_change(self) -> bool:
-        """Whether a change is saved as it is made (autosave with a file), which can fail
-        after the change was made in memory, so that it must be undone (``_change``)."""
-        return self._autosave and self._path is not None
+    def _made_change(self, task_id: str) -> _Change | nullcontext[None]:
+        """``_change`` of one task whose record is already made: an undo is prepared only
+        where the change is saved as it is made (autosave with a file), the one step that can
+        fail after the change was made in memory; otherwise nothing after the record can."""
+        if self._autosave and self._path is not None:
+            return self._change((task_id,))
+        return _NO_UNDO
 
     def _now(self) -> float:
         now = float(self._clock())
@@ -534,6 +525,10 @@ class StateShardCoordinator:
         same objects), and the error raised. Only the entries changed are copied, so a change
         costs the same however many tasks the coordinator knows (issue 19)."""
         return _Change(self, tuple(tasks))
+
+
+#: The change of ``_made_change`` that needs no undo.
+_NO_UNDO: Final = nullcontext()
 
 
 class _Change:

@@ -527,6 +527,8 @@ def parse(lines: Iterable[str]) -> Trace:
         except json.JSONDecodeError as exc:
             bad = (lineno, str(exc))
             continue
+        except RecursionError:  # not torn: no writer nests this deep
+            raise TraceFormatError(f"line {lineno}: nested too deeply to be an event") from None
         events.append(event_of(doc, lineno))
     return Trace(tuple(events), bad is not None)
 

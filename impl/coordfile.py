@@ -58,11 +58,16 @@ class Stats:
 
     def plus(self, other: Stats) -> Stats:
         """The field-by-field sum of two statistics."""
+        return self.booked(other.completions, other.failures, other.reward, other.cost)
+
+    def booked(self, completions: int, failures: int, reward: float, cost: float) -> Stats:
+        """These statistics with the amounts given added (a release books them: no ``Stats``
+        is made for the amounts alone)."""
         return Stats(
-            completions=self.completions + other.completions,
-            failures=self.failures + other.failures,
-            reward=self.reward + other.reward,
-            cost=self.cost + other.cost,
+            self.completions + completions,
+            self.failures + failures,
+            self.reward + reward,
+            self.cost + cost,
         )
 
 

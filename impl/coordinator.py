@@ -471,13 +471,7 @@ class StateShardCoordinator:
         if stats is None:  # (never for a leased task: ``lease`` makes its entry)
             stats = Stats()
         if booked is not None:
-            completions, failures, reward, cost = booked
-            stats = Stats(
-                stats.completions + completions,
-                stats.failures + failures,
-                stats.reward + reward,
-                stats.cost + cost,
-            )
+            stats = stats.booked(*booked)
         record = free_record(task_id, stats)
         with self._made_change(task_id):
             del self._leases[task_id]

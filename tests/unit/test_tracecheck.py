@@ -142,6 +142,16 @@ def test_a_line_decodes_exactly_as_json_loads_decodes_it(line: str) -> None:
     assert outcome(_decode_line) == outcome(json.loads)
 
 
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_a_line_nested_too_deeply_is_a_format_error_naming_it_not_a_traceback(where: str) -> None:
+    # json raises RecursionError, not JSONDecodeError, for such a line; nor is it a torn tail.
+    deep = "[" * 100_000
+    lines = [*GOOD, deep] if where == "last" else [GOOD[0], deep, *GOOD[1:]]
+    n = len(lines) if where == "last" else 2
+    with pytest.raises(TraceFormatError, match=f"line {n}: nested too deeply"):
+        validate(lines)
+
+
 def test_a_bad_line_in_the_middle_is_an_error() -> None:
     with pytest.raises(TraceFormatError, match="line 2"):
         validate([GOOD[0], "{not json", *GOOD[1:]])

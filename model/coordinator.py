@@ -57,7 +57,11 @@ def lease_state(
 
 def _owned(c: Coordinator, task: str, worker: int, gen: int = 0) -> bool:
     """Whether the owner token ``(worker, gen)`` is exactly the active lease's owner."""
-    lease = active_lease(c, task)
+    return _owns(active_lease(c, task), worker, gen)
+
+
+def _owns(lease: StateLease | None, worker: int, gen: int) -> bool:
+    """Whether the owner token ``(worker, gen)`` is exactly ``lease``'s owner (None: no lease)."""
     return lease is not None and (lease.owner, lease.gen) == (worker, gen)
 
 
@@ -78,8 +82,8 @@ def complete_state(
     lease = active_lease(c, task)
     if lease is None:
         return False, c
-    if (lease.owner, lease.gen) != (worker, gen) and flavour is not Flavour.UNFENCED_STATE:
-        return False, c  # not ``_owned``: the active lease is at hand
+    if not _owns(lease, worker, gen) and flavour is not Flavour.UNFENCED_STATE:
+        return False, c
     return True, c._replace(
         leases=drop(c.leases, task),
         stats=add_stats(c, task, Stats(completions=1, reward=reward, cost=cost)),

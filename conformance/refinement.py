@@ -182,8 +182,8 @@ class Environment:
             mono=self.mono,
             journal=Journal() if journal is None else journal,
             coordinator=Coordinator() if coordinator is None else coordinator,
-            net=self.net,
-            gnet=self.gnet,
+            net=as_ids(self.net),  # in the model's form for its size, as its actions keep it
+            gnet=as_ids(self.gnet),
             dups=self.dups,
             reboots=self.reboots,
             rollbacks=self.rollbacks,

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.model.rules import CLOCK_MONO, CLOCK_UNIX
-from leasefence.model.state import State, get
+from leasefence.model.state import Map, State, as_map, get
 from leasefence.model.system import Bounds, Label, dispatches_of, successors
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,12 @@ def _older(u: int) -> int:
     return u - 1 if u > 0 else 0
 
 
+def _same_form(m: Map[str, V], pairs: tuple[tuple[str, V], ...]) -> Map[str, V]:
+    """The map of ``pairs``, the keys of ``m`` with new values: a tuple while ``m`` is one,
+    else in the form for its size (a ``Hamt``)."""
+    return pairs if type(m) is tuple else as_map(pairs)
+
+
 def tick(s: State, b: Bounds) -> State:
     """Tick (the sliding clock): always enabled. A clock below ``max_wall`` advances one tick;
     for a clock at ``max_wall`` every stamp of its domain gets one tick older (down to 0);
@@ -76,17 +85,24 @@ def tick(s: State, b: Bounds) -> State:
     if wall_cap or mono_cap:
         if j.leases:
             j = j._replace(
-                leases=tuple(
-                    (w, x._replace(updated=_older(x.updated)))
-                    if (x.clock == CLOCK_UNIX and wall_cap) or (x.clock == CLOCK_MONO and mono_cap)
-                    else (w, x)
-                    for w, x in j.leases
+                leases=_same_form(
+                    j.leases,
+                    tuple(
+                        (w, x._replace(updated=_older(x.updated)))
+                        if (x.clock == CLOCK_UNIX and wall_cap)
+                        or (x.clock == CLOCK_MONO and mono_cap)
+                        else (w, x)
+                        for w, x in j.leases
+                    ),
                 )
             )
         state_cap = mono_cap if b.flavour is Flavour.MONOTONIC_PERSISTED else wall_cap
         if state_cap and c.leases:
             c = c._replace(
-                leases=tuple((t, x._replace(updated=_older(x.updated))) for t, x in c.leases)
+                leases=_same_form(
+                    c.leases,
+                    tuple((t, x._replace(updated=_older(x.updated))) for t, x in c.leases),
+                )
             )
     return s._replace(
         wall=s.wall if wall_cap else s.wall + 1,

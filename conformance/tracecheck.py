@@ -366,7 +366,8 @@ def _validate(lines: Iterable[str] | Trace) -> TraceReport:
             continue
         rp.tick(ev.now)
         before = rp.s
-        problem = REPLAY[ev.event](rp, ev)  # rp.apply(ev)
+        name = ev.event
+        problem = REPLAY[name](rp, ev)  # rp.apply(ev)
         if problem is None and rp.lost is not None:
             # A step lost to a kill, replayed at this restart: checked as the step it was (its
             # properties hold of it alone, not of it and the restart as one step).
@@ -379,7 +380,7 @@ def _validate(lines: Iterable[str] | Trace) -> TraceReport:
         if problem is None:
             after = rp.s
             if _BROKEN(before, after, rp.b, checked):
-                problem = check_invariants(ev.event, before, after, rp.b, checked)
+                problem = check_invariants(name, before, after, rp.b, checked)
         if problem is not None:
             report.rollbacks, report.lost_steps = rp.rollbacks, rp.lost_steps
             report.crashes = dict(rp.crashes)
@@ -387,7 +388,7 @@ def _validate(lines: Iterable[str] | Trace) -> TraceReport:
             return report
         checked = rp.s
         rp.steps += 1
-        counts[ev.event] = counts.get(ev.event, 0) + 1
+        counts[name] = counts.get(name, 0) + 1
     report.steps, report.rollbacks, report.lost_steps = rp.steps, rp.rollbacks, rp.lost_steps
     report.crashes = dict(rp.crashes)
     return report

@@ -50,7 +50,7 @@ STAMPS_ROUNDED_BELOW = 1e10
 def unix_stamp(reading: float) -> float:
     """The timestamp the journal writes for the clock reading ``reading`` (Unix seconds): the
     reading rounded to 10 µs, the very object when it already is (docs/journal-format.md,
-    "Records"). A stamp then has at most 15 significant digits, which the bulk reader proves to
+    "Timestamps"). A stamp then has at most 15 significant digits, which the bulk reader proves to
     be ``repr``'s spelling without ``repr`` (``_spelled_as_repr``); a ``time.time()`` reading
     has 16 or 17, and ``float`` and ``repr`` of each cost half a microsecond to read back.
 

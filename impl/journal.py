@@ -98,6 +98,7 @@ from leasefence.impl.records import (
     record_crc,
     scan_bytes,
     scan_file,
+    unix_stamp,
     validate_work_id,
 )
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
@@ -619,14 +620,16 @@ class WorkLeaseJournal:
     # -- internals ---------------------------------------------------------------------------
 
     def _now(self) -> float:
+        """The clock's reading as the journal stamps it (``unix_stamp``: to 10 µs), refused
+        when it is not a finite number within ``MAX_TIMESTAMP`` of 0."""
         value = self._clock()
-        stamp = _number(value)
-        if stamp is None:
+        reading = _number(value)
+        if reading is None:
             raise ValueError(
                 f"clock() must return a finite number of Unix seconds within {MAX_TIMESTAMP:.0f} "
                 f"of 0, got {value!r:.80}"
             )
-        return stamp
+        return unix_stamp(reading)
 
     def _end_line(self, event: str, work_id: str, held: LeaseRecord | None, now: float) -> bytes:
         """The ``done`` or ``reclaim`` record ending ``held`` (None: no lease was active); it

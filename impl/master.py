@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
 from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
+from leasefence.impl.records import unix_stamp
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
 from leasefence.impl.wire import Generation, Rank, Result, StateTaskId, Work, WorkId
@@ -110,7 +111,9 @@ class Coordinator(Protocol):
 
 class StepClock:
     """A clock that stands still during one master step, so that the journal, the coordinator
-    and the trace all see the same ``now`` for it (the model's steps are atomic)."""
+    and the trace all see the same ``now`` for it (the model's steps are atomic). It reads the
+    base clock as the journal stamps it (``records.unix_stamp``, to 10 µs), so that the trace's
+    ``now`` is the very time the journal wrote, and the coordinator writes it too."""
 
     def __init__(self, base: Callable[[], float] = time.time) -> None:
         self.base = base
@@ -118,7 +121,7 @@ class StepClock:
         self._depth = 0
 
     def __call__(self) -> float:
-        return self._frozen if self._frozen is not None else float(self.base())
+        return self._frozen if self._frozen is not None else unix_stamp(float(self.base()))
 
     def step(self) -> StepClock:
         """Freeze the clock for the duration of one step (re-entrant): ``with clock.step() as
@@ -128,7 +131,7 @@ class StepClock:
 
     def __enter__(self) -> float:
         if self._depth == 0:
-            self._frozen = float(self.base())
+            self._frozen = unix_stamp(float(self.base()))
         self._depth += 1
         return self._frozen  # type: ignore[return-value]
 

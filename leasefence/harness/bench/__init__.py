@@ -11,8 +11,9 @@ Benchmarks (``BENCHMARKS``):
                   (WAL, ``synchronous=FULL``, same directory) and against the disk's fdatasync
                   limit, per call and for group commit.
 ``recovery``      journal open time against length (10³…10⁵, 10⁶ with ``--full``), before and
-                  after compaction; records replayed per second; a compacted journal of 10,000
-                  active leases.
+                  after compaction, and of the same records as a run writes them (batch lines
+                  of 32, clock readings stamped to 10 µs); records replayed per second; a
+                  compacted journal of 10,000 active leases.
 ``scale``         the master's items per second and peak memory (``tracemalloc``) per item,
                   in process over the memory journal, at 10³ and 3·10³ items (10⁴ with
                   ``--full``): flat means the cost per item does not grow with the run.

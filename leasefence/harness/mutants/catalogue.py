@@ -312,6 +312,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         (("    return int(epoch), int(counter)", "    return int(counter), int(epoch)"),),
         "replay: a lease read in bulk gets its generation's counter as its epoch",
     ),
+    Mutant(
+        "journal-stamps-unrounded",
+        J,
+        (("        return unix_stamp(reading)\n", "        return reading\n"),),
+        "replay: new records carry time.time()'s 17 digits, read back with float and repr",
+    ),
 )
 
 

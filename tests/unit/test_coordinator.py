@@ -561,6 +561,29 @@ def test_a_failed_save_is_fatal_and_the_coordinator_refuses_every_later_change(
             call()
 
 
+
+def test_a_change_whose_save_is_interrupted_is_undone_with_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A save interrupted by something other than an OSError (here Ctrl-C in the append) leaves
+    # the coordinator usable and the change undone: its record must go too, or the next commit
+    # writes a lease that memory never held. (Fails if the undo keeps the pending record.)
+    path = tmp_path / "state.json"
+    c = StateShardCoordinator(path, clock=Clock())
+    assert c.lease("s1", 1)
+
+    def interrupted(*args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(impl_module, "append_records", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        c.lease("s2", 2)
+    monkeypatch.undo()
+    assert set(c.leases) == {"s1"}
+    assert not c.pending()
+    assert c.lease("s3", 3)
+    assert set(StateShardCoordinator(path, clock=Clock()).leases) == {"s1", "s3"}
+
 # -- bad snapshots -----------------------------------------------------------------------------
 
 _GOOD: dict[str, Any] = {

@@ -271,3 +271,26 @@ def test_a_checksummed_batch_with_a_record_that_cannot_apply_applies_none_of_its
     after = lease_record("s3", StateLease(3, 1_000.0, c.epoch))
     with pytest.raises(SnapshotError, match="record 1 after the checkpoint is bad"):
         decode(path, good + batch + after)
+
+
+def test_a_checksummed_batch_of_one_record_is_a_bad_record(tmp_path: Path) -> None:
+    # The format's batch holds two or more records (docs/coordinator-format.md); a commit of
+    # one change writes the record itself. A batch of one, every checksum good, is refused as
+    # any bad record is: ignored as a torn tail when last, refused when a good one follows.
+    # (Fails if the reader accepts a batch of one.)
+    from leasefence.impl.coordfile import StateLease, decode, lease_record
+
+    path = tmp_path / "state.json"
+    c = StateShardCoordinator(path, clock=Clock(), autosave=False)
+    assert c.lease("s1", 1)
+    c.commit()
+    good = path.read_bytes()
+    inner = json.loads(lease_record("s2", StateLease(2, 1_000.0, c.epoch)))
+    doc = {"op": "batch", "records": [inner]}
+    crc = zlib.crc32(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii"))
+    text = json.dumps(doc, sort_keys=True)
+    single = f'{text[:-1]}, "crc": "{crc:08x}"}}\n'.encode("ascii")
+    assert set(decode(path, good + single).leases) == {"s1"}
+    after = lease_record("s3", StateLease(3, 1_000.0, c.epoch))
+    with pytest.raises(SnapshotError, match="record 1 after the checkpoint is bad"):
+        decode(path, good + single + after)

@@ -218,6 +218,18 @@ def test_coordinator_free_records_are_the_references_bytes(task: str, stats: Sta
     assert coordfile.free_record(task, stats) == _coord_ref(doc)
 
 
+def test_a_coordinator_batch_of_typed_records_is_the_references_bytes() -> None:
+    """Fails if the batch joined from its records' kept forms spells it otherwise than
+    ``json`` spells the batch of their decoded records (a separator lost, a crc of another
+    text)."""
+    lines = [
+        coordfile.lease_record("s1", StateLease(2, 1767225600.25, 1, (1, 4))),
+        coordfile.free_record("s2", Stats(1, 0, 1.5, 0.25)),
+        coordfile.lease_record("s3", StateLease(3, 1767225612.5, 1)),
+    ]
+    doc = {"op": "batch", "records": [json.loads(line) for line in lines]}
+    assert coordfile.batch_record(lines) == _coord_ref(doc)
+
 def test_a_coordinator_record_with_nan_is_refused_as_json_refuses_it() -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
         coordfile.free_record("t", Stats(1, 0, math.nan, 0.0))

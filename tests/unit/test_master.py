@@ -14,7 +14,7 @@ import pytest
 
 from leasefence.conformance.tracecheck import validate
 from leasefence.harness.faults import Injection, RestartFault, WorkerFaults, in_process
-from leasefence.impl.coordinator import StateShardCoordinator
+from leasefence.impl.coordinator import StateShardCoordinator, Stats
 from leasefence.impl.journal import WorkLeaseJournal
 from leasefence.impl.master import DISPATCH_STEPS, Master, RankBusy, Reservations
 from leasefence.impl.master import pending_only as master_pending_only
@@ -159,6 +159,23 @@ def test_the_masters_active_id_beats_an_inconsistent_worker_report(
     assert W1 in journal.completed
     assert not m.active
 
+
+@pytest.mark.parametrize("fence", ["rank", "generation"])
+def test_a_result_books_its_reward_and_its_cpu_time_as_cost_on_the_stored_task(
+    world: Any, clock: ManualClock, fence: str
+) -> None:
+    # A success books one completion, reward 1.0 and the result's CPU time as cost; a failure
+    # one failure and its CPU time. (Fails if reward and cost are passed the other way round.)
+    journal, coordinator = world
+    m = Master(journal, coordinator, CATALOGUE, ttl=TTL, clock=clock, fence=fence)
+    assert m.dispatch(W1, R1).ok
+    gen = m.work_message(R1, W1).generation
+    assert m.handle_result(R1, Result(W1, S1, True, 0.25, {}, gen)).state_ok
+    assert coordinator.stats("s1") == Stats(completions=1, reward=1.0, cost=0.25)
+    assert m.dispatch(W3, R2).ok
+    gen = m.work_message(R2, W3).generation
+    assert m.handle_result(R2, Result(W3, S2, False, 0.5, {}, gen)).state_ok
+    assert coordinator.stats("s2") == Stats(failures=1, cost=0.5)
 
 def test_without_an_active_id_the_old_protocol_report_is_used(
     world: Any, clock: ManualClock
@@ -731,4 +748,19 @@ def test_the_queue_drops_finished_items_from_what_it_read_not_from_the_whole_cat
     assert m._queue[-3:] == [order[66], order[65], order[0]]
     assert len(m._queue) == len(order) - 64
     assert list(pending) == order[66:]
+    m.close()
+
+
+def test_the_queue_read_again_after_a_stale_completion_cache_keeps_catalogue_order(
+    tmp_path: Path,
+) -> None:
+    # ``finished`` rebuilds the queue when this master's cache of completed items holds more
+    # than the journal (stale): the rebuilt queue must still be read in catalogue order, head
+    # last. (Fails if it is rebuilt in catalogue order, which is read from its end: reversed.)
+    items = generate(5, 0)
+    m = Master.open(tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=ManualClock())
+    order = list(m.catalogue)
+    m._done = set(order)  # stale: the journal completed none of them
+    assert not m.finished
+    assert list(m._pending(set())) == order
     m.close()

@@ -584,6 +584,30 @@ def test_a_change_whose_save_is_interrupted_is_undone_with_its_record(
     assert c.lease("s3", 3)
     assert set(StateShardCoordinator(path, clock=Clock()).leases) == {"s1", "s3"}
 
+
+def test_a_commit_after_a_checkpoint_appends_only_the_changes_made_since_it(
+    tmp_path: Path,
+) -> None:
+    # A checkpoint holds every change before it: the next commit appends only later ones. Were
+    # the older records appended again, the free of a task whose lease the checkpoint already
+    # dropped would make that batch bad: a torn tail, so the lease it acknowledged is lost on
+    # the reopen that follows a crash, and a refused file once another commit follows.
+    # (Fails if ``save`` leaves the records it folded in pending.)
+    path = tmp_path / "state.json"
+    c = StateShardCoordinator(path, clock=Clock(), autosave=False)
+    assert c.lease("s1", 1)
+    c.commit()  # the first write: a checkpoint
+    assert c.complete("s1", 1, reward=1.0)
+    c.save()  # the free of s1 folded into the checkpoint
+    assert not c.pending()
+    assert c.lease("s2", 2)
+    c.commit()
+    assert c.lease("s3", 3)
+    c.commit()
+    reopened = StateShardCoordinator(path, clock=Clock(), autosave=False)
+    assert set(reopened.leases) == {"s2", "s3"}
+    assert reopened.stats("s1") == Stats(completions=1, reward=1.0)
+
 # -- bad snapshots -----------------------------------------------------------------------------
 
 _GOOD: dict[str, Any] = {

@@ -708,3 +708,18 @@ def test_a_run_whose_ranks_are_given_more_generations_than_the_model_checker_bou
         report = validate(fh)
     assert report.ok, report.divergence
     assert report.steps == 1000
+
+
+def test_a_replayed_step_moves_both_model_clocks_to_its_time_and_nothing_else() -> None:
+    # A traced step's ``now`` is the model's wall and monotonic clock alike (the state a
+    # divergence prints, and the clock a monotonic flavour reclaims by). (Fails if ``tick``
+    # moves the wall clock only.)
+    from leasefence.conformance.tracecheck import Replay
+    from leasefence.model.system import Bounds, initial_state
+
+    rp = Replay(Bounds())
+    rp.tick(1.5)
+    assert (rp.s.wall, rp.s.mono, rp.rollbacks) == (1_500_000, 1_500_000, 0)
+    rp.tick(1.25)  # a step back: a rollback
+    assert (rp.s.wall, rp.s.mono, rp.rollbacks) == (1_250_000, 1_250_000, 1)
+    assert rp.s._replace(wall=0, mono=0) == initial_state()

@@ -347,6 +347,24 @@ def test_a_failed_result_abandons_both_leases_and_the_work_is_dispatched_again(
     assert [(r, w.work_id) for r, w in m.dispatch_pending([R2])] == [(R2, W1)]
 
 
+def test_a_completed_item_is_never_offered_again_and_the_master_finishes(
+    world: Any, clock: ManualClock
+) -> None:
+    # A completion leaves the queue at once: the next round offers the next item, and once
+    # every item completed the master is finished (were a completed item still offered, its
+    # lease would be refused for ever and a run would never end). (Fails if a completion is
+    # not noted in the master's cache of completed items.)
+    m = make(world, clock)
+    assert [(r, w.work_id) for r, w in m.dispatch_pending([R1])] == [(R1, W1)]
+    assert m.handle_result(R1, result(W1, "s1")).work_ok
+    assert [(r, w.work_id) for r, w in m.dispatch_pending([R1])] == [(R1, W2)]
+    assert m.handle_result(R1, result(W2, "s1")).work_ok
+    assert [(r, w.work_id) for r, w in m.dispatch_pending([R1])] == [(R1, W3)]
+    assert m.handle_result(R1, result(W3, "s2")).work_ok
+    assert m.dispatch_pending([R1]) == []
+    assert m.finished
+    assert m.counters.refused_leases == 0
+
 def test_a_malformed_message_is_counted_and_dropped_and_the_master_keeps_going(
     world: Any, clock: ManualClock
 ) -> None:

@@ -561,7 +561,6 @@ def test_a_failed_save_is_fatal_and_the_coordinator_refuses_every_later_change(
             call()
 
 
-
 def test_a_change_whose_save_is_interrupted_is_undone_with_its_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -607,6 +606,7 @@ def test_a_commit_after_a_checkpoint_appends_only_the_changes_made_since_it(
     reopened = StateShardCoordinator(path, clock=Clock(), autosave=False)
     assert set(reopened.leases) == {"s2", "s3"}
     assert reopened.stats("s1") == Stats(completions=1, reward=1.0)
+
 
 # -- bad snapshots -----------------------------------------------------------------------------
 

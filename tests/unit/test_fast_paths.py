@@ -230,6 +230,7 @@ def test_a_coordinator_batch_of_typed_records_is_the_references_bytes() -> None:
     doc = {"op": "batch", "records": [json.loads(line) for line in lines]}
     assert coordfile.batch_record(lines) == _coord_ref(doc)
 
+
 def test_a_coordinator_record_with_nan_is_refused_as_json_refuses_it() -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
         coordfile.free_record("t", Stats(1, 0, math.nan, 0.0))

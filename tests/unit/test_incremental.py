@@ -99,13 +99,16 @@ def test_a_map_crossing_small_either_way_takes_the_form_as_map_gives_it() -> Non
     m: Map[int, int] = ()
     for k, v in ref.items():
         m = put(m, k, v)
-    assert isinstance(m, Hamt) and m == as_map(ref)
+    assert isinstance(m, Hamt)
+    assert m == as_map(ref)
     for k in (0, SMALL // 2, SMALL):
         smaller = drop(m, k)
         rest = {x: v for x, v in ref.items() if x != k}
         assert isinstance(smaller, tuple)
-        assert smaller == as_map(rest) and hash(smaller) == hash(as_map(rest))
+        assert smaller == as_map(rest)
+        assert hash(smaller) == hash(as_map(rest))
         assert put(smaller, k, ref[k]) == m
+
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 300)), min_size=1, max_size=300))
@@ -374,13 +377,16 @@ def test_a_coordinator_epoch_lowered_below_an_unchanged_state_lease_is_typeok_fo
     # if the incremental check reads every lease only while the epoch stays the same.)
     s = _base()
     c = s.coordinator
-    since = s._replace(coordinator=c._replace(epoch=2, leases=as_map({"s079": StateLease(1, 5, 2)})))
+    since = s._replace(
+        coordinator=c._replace(epoch=2, leases=as_map({"s079": StateLease(1, 5, 2)}))
+    )
     bad = since._replace(coordinator=since.coordinator._replace(epoch=1))
     assert "TypeOK" in invariants.violated(since, bad, WIDE)
     assert incremental.violated(since, bad, WIDE, since=since) == invariants.violated(
         since, bad, WIDE
     )
     assert incremental.Checker()(since, bad, WIDE, since) == invariants.violated(since, bad, WIDE)
+
 
 def test_l3s_failures_and_network_are_seen_by_the_full_and_the_incremental_check() -> None:
     # L3's parts beyond attempts and leases (issue 21 "Why" 5), each planted, and the same steps

@@ -177,6 +177,7 @@ def test_a_result_books_its_reward_and_its_cpu_time_as_cost_on_the_stored_task(
     assert m.handle_result(R2, Result(W3, S2, False, 0.5, {}, gen)).state_ok
     assert coordinator.stats("s2") == Stats(failures=1, cost=0.5)
 
+
 def test_without_an_active_id_the_old_protocol_report_is_used(
     world: Any, clock: ManualClock
 ) -> None:
@@ -364,6 +365,7 @@ def test_a_completed_item_is_never_offered_again_and_the_master_finishes(
     assert m.dispatch_pending([R1]) == []
     assert m.finished
     assert m.counters.refused_leases == 0
+
 
 def test_a_malformed_message_is_counted_and_dropped_and_the_master_keeps_going(
     world: Any, clock: ManualClock

@@ -318,6 +318,50 @@ CATALOGUE: tuple[Mutant, ...] = (
         (("        return unix_stamp(reading)\n", "        return reading\n"),),
         "replay: new records carry time.time()'s 17 digits, read back with float and repr",
     ),
+    # Session 31: bugs planted by hand in the code changed on 2026-12-02/03 that the suite missed.
+    Mutant(
+        "coordinator-undo-keeps-record",
+        C,
+        (("        del coordinator._pending[self._logged :]\n", ""),),
+        "persistence: a change undone after an interrupted save leaves its record pending, and"
+        " the next commit writes a lease memory never held",
+    ),
+    Mutant(
+        "coordinator-save-keeps-pending",
+        C,
+        (
+            (
+                "        self._pending.clear()\n        self._good_end = len(data)",
+                "        self._good_end = len(data)",
+            ),
+        ),
+        "durability: the commit after a checkpoint appends the folded records again; a free of a"
+        " task the checkpoint already freed makes that batch bad, and its acknowledged changes"
+        " are lost on reopen",
+    ),
+    Mutant(
+        "master-reward-and-cost-swapped",
+        M,
+        (
+            (
+                "self.coordinator.complete(task, rank, reward=1.0, cost=result.cpu_s)\n",
+                "self.coordinator.complete(task, rank, reward=result.cpu_s, cost=1.0)\n",
+            ),
+        ),
+        "statistics: under rank fencing a completion books its CPU time as reward and 1.0 as cost",
+    ),
+    Mutant(
+        "master-requeue-unreversed",
+        M,
+        (
+            (
+                "self._queue, self._dirty = list(reversed(self.catalogue)), True",
+                "self._queue, self._dirty = list(self.catalogue), True",
+            ),
+        ),
+        "scheduling: after a stale completion cache the queue is rebuilt head first, so work is"
+        " offered in reverse catalogue order",
+    ),
 )
 
 
@@ -446,6 +490,15 @@ BEYOND_THE_MODEL = {
     "ack-before-fsync": "the model has no power loss: a crash kills the master, and the "
     "operating system keeps what was written, synced or not; the crash layer's simulated "
     "power cuts (tests/unit/test_crashcheck.py) catch it",
+    "coordinator-undo-keeps-record": "the model has no save that fails and leaves the process "
+    "running: a change is saved or the run dies with it; the unit layer interrupts an append "
+    "(tests/unit/test_coordinator.py)",
+    "master-reward-and-cost-swapped": "the transitions' results take 1.0 s of CPU, so reward and "
+    "cost are both 1.0 and the swap changes no statistic there; the unit layer books another CPU "
+    "time (tests/unit/test_master.py)",
+    "master-requeue-unreversed": "the model has no completion cache: the queue is rebuilt only "
+    "from a stale cache, which no model step makes; the unit layer plants one "
+    "(tests/unit/test_master.py)",
 }
 
 #: The F314 defects, which ``make test`` gates on (tests/quality).

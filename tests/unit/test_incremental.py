@@ -369,6 +369,23 @@ def test_a_planted_violation_of_each_invariant_is_reported_by_the_full_and_the_i
         assert name not in incremental.Checker(skip=[name])(since, bad, b, since), name
 
 
+def test_several_violations_are_named_in_the_full_checks_order_by_the_incremental_one() -> None:
+    # NoStuckLease and CompletionsAccounted broken by one step: the incremental checker runs
+    # them in two groups, the full one in its order; both name them in the full order. (Fails
+    # if the incremental checker leaves the names in the order its groups ran.)
+    s = _base()
+    j, c = s.journal, s.coordinator
+    mono = replace(WIDE, flavour=Flavour.MONOTONIC_PERSISTED, ttl=3)
+    bad = s._replace(
+        journal=j._replace(leases=put(j.leases, "w158", Lease(2, 100, "unix"))),
+        coordinator=c._replace(stats=put(c.stats, "s079", Stats(2, 0, 2, 2))),
+    )
+    full_names = invariants.violated(s, bad, mono)
+    assert {"NoStuckLease", "CompletionsAccounted"} <= set(full_names)
+    assert incremental.Checker()(s, bad, mono, s) == full_names
+    assert incremental.violated(s, bad, mono, since=s) == full_names
+
+
 def test_a_coordinator_epoch_lowered_below_an_unchanged_state_lease_is_typeok_for_both_checks() -> (
     None
 ):
@@ -451,6 +468,12 @@ def test_l3s_failures_and_network_are_seen_by_the_full_and_the_incremental_check
     twice = held._replace(active=held.active * 2, net=add(held.net, (2, "w158")))
     assert not invariants.l3_refusal_changes_nothing(held, twice, WIDE)
     assert not incremental.l3_refusal_changes_nothing(held, twice, WIDE)
+    # the same with a generation-fenced result (fails if the generations sent are those of every
+    # dispatch the step adds, not of those it starts)
+    gheld = s._replace(active=((2, Dispatch("w158", "s079", 101)),))
+    gtwice = gheld._replace(active=gheld.active * 2, gnet=add(gheld.gnet, (2, "w158", 101)))
+    assert not invariants.l3_refusal_changes_nothing(gheld, gtwice, gen)
+    assert not incremental.l3_refusal_changes_nothing(gheld, gtwice, gen)
     # a generation-fenced result sent with its dispatch
     t = s._replace(
         gnet=add(s.gnet, (2, "w158", 101)), active=(*s.active, (2, Dispatch("w158", "s079", 101)))

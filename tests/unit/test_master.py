@@ -784,3 +784,33 @@ def test_the_queue_read_again_after_a_stale_completion_cache_keeps_catalogue_ord
     assert not m.finished
     assert list(m._pending(set())) == order
     m.close()
+
+
+def test_the_work_message_of_each_pipelined_dispatch_carries_that_dispatchs_generation(
+    tmp_path: Path,
+) -> None:
+    # At depth 3 under generation fencing each WORK carries the generation of its own dispatch,
+    # whichever of the rank's dispatches it is asked for. (Fails if an older dispatch's message
+    # takes the generation of another of the rank's dispatches.)
+    items = generate(40, 0)
+    m = Master.open(
+        tmp_path / "j.jsonl",
+        tmp_path / "s.json",
+        items,
+        ttl=TTL,
+        clock=ManualClock(),
+        pipeline=3,
+        fence="generation",
+    )
+    chosen: list[WorkItem] = []
+    for item in items:  # three items of three state tasks
+        if len(chosen) < 3 and all(x.state_task_id != item.state_task_id for x in chosen):
+            chosen.append(item)
+    gens = []
+    for item in chosen:
+        assert m.dispatch(item.work_id, R1).ok
+        gens.append(m.work_message(R1, item.work_id).generation)
+    assert len(set(gens)) == 3
+    for item, gen in zip(chosen, gens, strict=True):
+        assert m.work_message(R1, item.work_id).generation == gen
+    m.close()

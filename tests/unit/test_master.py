@@ -740,6 +740,14 @@ def test_group_commit_and_per_decision_sync_make_the_same_run_and_the_same_files
         j.close()
 
 
+def _opened(tmp_path: Path, items: list[WorkItem], **kw: Any) -> Master:
+    """A master of ``items`` opened on a journal and a snapshot in ``tmp_path``, on a manual
+    clock."""
+    return Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=ManualClock(), **kw
+    )
+
+
 def test_the_queue_drops_finished_items_from_what_it_read_not_from_the_whole_catalogue(
     tmp_path: Path,
 ) -> None:
@@ -747,7 +755,7 @@ def test_the_queue_drops_finished_items_from_what_it_read_not_from_the_whole_cat
     # dropping the 64 finished ones it passed over must cost what it read, not a pass over the
     # whole catalogue (that made every round O(catalogue) and a 20,000-item run quadratic).
     items = generate(3000, 0)
-    m = Master.open(tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=ManualClock())
+    m = _opened(tmp_path, items)
     order = list(m.catalogue)
     m._done = set(order[1:65])
     calls = 0
@@ -778,7 +786,7 @@ def test_the_queue_read_again_after_a_stale_completion_cache_keeps_catalogue_ord
     # than the journal (stale): the rebuilt queue must still be read in catalogue order, head
     # last. (Fails if it is rebuilt in catalogue order, which is read from its end: reversed.)
     items = generate(5, 0)
-    m = Master.open(tmp_path / "j.jsonl", tmp_path / "s.json", items, ttl=TTL, clock=ManualClock())
+    m = _opened(tmp_path, items)
     order = list(m.catalogue)
     m._done = set(order)  # stale: the journal completed none of them
     assert not m.finished
@@ -793,15 +801,7 @@ def test_the_work_message_of_each_pipelined_dispatch_carries_that_dispatchs_gene
     # whichever of the rank's dispatches it is asked for. (Fails if an older dispatch's message
     # takes the generation of another of the rank's dispatches.)
     items = generate(40, 0)
-    m = Master.open(
-        tmp_path / "j.jsonl",
-        tmp_path / "s.json",
-        items,
-        ttl=TTL,
-        clock=ManualClock(),
-        pipeline=3,
-        fence="generation",
-    )
+    m = _opened(tmp_path, items, pipeline=3, fence="generation")
     chosen: list[WorkItem] = []
     for item in items:  # three items of three state tasks
         if len(chosen) < 3 and all(x.state_task_id != item.state_task_id for x in chosen):

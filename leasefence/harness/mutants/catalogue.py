@@ -318,7 +318,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         (("        return unix_stamp(reading)\n", "        return reading\n"),),
         "replay: new records carry time.time()'s 17 digits, read back with float and repr",
     ),
-    # Session 31: bugs planted by hand in the code changed on 2026-12-02/03 that the suite missed.
+    # Planted by hand (2026-12-03) in the code changed on 2026-12-02/03: the suite missed them.
     Mutant(
         "coordinator-undo-keeps-record",
         C,
@@ -490,6 +490,9 @@ BEYOND_THE_MODEL = {
     "ack-before-fsync": "the model has no power loss: a crash kills the master, and the "
     "operating system keeps what was written, synced or not; the crash layer's simulated "
     "power cuts (tests/unit/test_crashcheck.py) catch it",
+    "journal-stamps-unrounded": "the model's clocks are whole ticks and the transitions' clock "
+    "whole seconds, which rounding to 10 µs leaves as they are; the unit layer stamps "
+    "time.time()-like readings (tests/unit/test_journal_stamps.py)",
     "coordinator-undo-keeps-record": "the model has no save that fails and leaves the process "
     "running: a change is saved or the run dies with it; the unit layer interrupts an append "
     "(tests/unit/test_coordinator.py)",

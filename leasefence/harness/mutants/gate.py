@@ -160,7 +160,10 @@ GATE_LAYERS: tuple[GateLayer, ...] = (
         "unit",
         (
             "tests/unit/test_journal.py",
+            "tests/unit/test_journal_stamps.py",
             "tests/unit/test_coordinator.py",
+            "tests/unit/test_coordinator_log.py",
+            "tests/unit/test_fast_paths.py",
             "tests/unit/test_master.py",
             "tests/unit/test_pipeline.py",
             "tests/unit/test_scenarios.py",

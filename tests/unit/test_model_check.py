@@ -272,3 +272,20 @@ def test_model_check_only_checks_the_named_property_as_a_must_fail_config_does(
     assert steps == ["Init", "Tick", "DispatchWork", "Reboot"]  # F314's reboot scenario
     with pytest.raises(SystemExit, match="no invariant or property L9"):
         main([*args, "--only", "L9"])
+
+
+def test_verify_s_model_layer_wants_a_pass_where_the_constants_expect_no_violation() -> None:
+    # ``leasefence verify`` judged every flavour but the fixed protocol by "caught one of its
+    # expected violations": no-stale-guard expects none at the rank fence (its bug needs
+    # repeated generations), so its row failed however the model behaved. (Fails if the verdict
+    # asks for a violation where none is expected, or accepts a violation there.)
+    from leasefence.model.check import CheckResult
+    from leasefence.modelcheck import verdict
+
+    passed = CheckResult(states=7, transitions=9, depth=3)
+    broke = CheckResult(states=7, violated=["L7_AuthoritativeStateId"])
+    assert verdict(passed, frozenset()) == (True, "7 states, 9 transitions, depth 3")
+    assert verdict(broke, frozenset())[0] is False
+    assert verdict(broke, {"L7_AuthoritativeStateId", "L1_SingleOwner"})[0] is True
+    assert verdict(broke, {"L1_SingleOwner"}) == (False, "caught: nothing in -1 steps")
+    assert expected_violations(Flavour.NO_STALE_GUARD, 1, "rank") == frozenset()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from leasefence.model.flavours import Flavour
 from leasefence.model.rules import CLOCK_UNIX, recovers
-from leasefence.model.state import Coordinator, Map, StateLease, Stats, as_map, drop, get, put
+from leasefence.model.state import Coordinator, Map, StateLease, Stats, drop, get, put, revalued
 
 FIXED = Flavour.FIXED
 
@@ -147,6 +147,6 @@ def restart_coordinator(c: Coordinator, flavour: Flavour = FIXED) -> Coordinator
     pairs = tuple(
         (t, s._replace(updated=0, epoch=c.epoch + 1 if keep else s.epoch)) for t, s in c.leases
     )
-    leases: Map[str, StateLease] = pairs if type(c.leases) is tuple else as_map(pairs)
+    leases = revalued(c.leases, pairs)
     stats = () if flavour is Flavour.RESTART_DROPS_STATS else c.stats
     return c._replace(epoch=c.epoch + 1, leases=leases, stats=stats)

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
 
 from leasefence.model.flavours import EXPECTED_VIOLATIONS, Flavour
 from leasefence.model.rules import CLOCK_MONO, CLOCK_UNIX
-from leasefence.model.state import Map, State, as_map, get
+from leasefence.model.state import State, get, revalued
 from leasefence.model.system import Bounds, Label, dispatches_of, successors
-
-V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -70,12 +67,6 @@ def _older(u: int) -> int:
     return u - 1 if u > 0 else 0
 
 
-def _same_form(m: Map[str, V], pairs: tuple[tuple[str, V], ...]) -> Map[str, V]:
-    """The map of ``pairs``, the keys of ``m`` with new values: a tuple while ``m`` is one,
-    else in the form for its size (a ``Hamt``)."""
-    return pairs if type(m) is tuple else as_map(pairs)
-
-
 def tick(s: State, b: Bounds) -> State:
     """Tick (the sliding clock): always enabled. A clock below ``max_wall`` advances one tick;
     for a clock at ``max_wall`` every stamp of its domain gets one tick older (down to 0);
@@ -85,7 +76,7 @@ def tick(s: State, b: Bounds) -> State:
     if wall_cap or mono_cap:
         if j.leases:
             j = j._replace(
-                leases=_same_form(
+                leases=revalued(
                     j.leases,
                     tuple(
                         (w, x._replace(updated=_older(x.updated)))
@@ -99,7 +90,7 @@ def tick(s: State, b: Bounds) -> State:
         state_cap = mono_cap if b.flavour is Flavour.MONOTONIC_PERSISTED else wall_cap
         if state_cap and c.leases:
             c = c._replace(
-                leases=_same_form(
+                leases=revalued(
                     c.leases,
                     tuple((t, x._replace(updated=_older(x.updated))) for t, x in c.leases),
                 )

@@ -10,8 +10,8 @@ plain tuples and frozensets (C code). A run of 10⁵ work IDs grows large values
 mapped trie (``immutables.Map``, C code) underneath, read and edited in time that does not grow
 with the map, and ``changed`` finds what a step changed without reading everything (between a
 value and one it was edited from a few edits before, by reading only the keys of those edits). The helpers
-below (``get``, ``put``, ``drop``, ``add``, ``discard``, ``changed``) are the only way the model
-reads by key and edits them.
+below (``get``, ``put``, ``drop``, ``revalued``, ``add``, ``discard``, ``changed``) are the only
+way the model reads by key and edits them.
 """
 
 from __future__ import annotations
@@ -270,6 +270,12 @@ def as_ids(members: Iterable[K]) -> Ids[K]:
     """The set holding ``members``, in its form for its size."""
     s = frozenset(members)
     return HamtSet(s) if len(s) > SMALL else s
+
+
+def revalued(m: Map[K, V], pairs: tuple[tuple[K, V], ...]) -> Map[K, V]:
+    """``m`` with new values: ``pairs`` holds ``m``'s keys, in its order, each with its new
+    value; in ``m``'s form (the same keys, so the same size)."""
+    return pairs if type(m) is tuple else as_map(pairs)
 
 
 def get(m: Map[K, V], key: K) -> V | None:

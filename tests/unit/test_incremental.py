@@ -110,6 +110,19 @@ def test_a_map_crossing_small_either_way_takes_the_form_as_map_gives_it() -> Non
         assert put(smaller, k, ref[k]) == m
 
 
+def test_a_map_given_new_values_keeps_the_form_for_its_size() -> None:
+    # ``revalued`` (a restart's and the live tick's leases, each value replaced): a map beyond
+    # SMALL stays a trie equal to ``as_map``'s, a small one a tuple. (Fails if the new pairs are
+    # kept as a tuple whatever their number: a state equal to another but unequal to it.)
+    for size in (SMALL, SMALL + 1, 3 * SMALL):
+        m: Map[int, int] = as_map({k: k for k in range(size)})
+        pairs = tuple((k, -v) for k, v in m)
+        out = state.revalued(m, pairs)
+        assert type(out) is type(m)
+        assert out == as_map(dict(pairs))
+        assert hash(out) == hash(as_map(dict(pairs)))
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 300)), min_size=1, max_size=300))
 def test_a_set_edited_at_random_holds_compares_and_prints_as_the_set_it_stands_for(

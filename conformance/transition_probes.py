@@ -27,7 +27,7 @@ from typing import Any
 
 from leasefence.conformance.machines.system import SystemMachine
 from leasefence.conformance.refinement import persisted_coordinator, persisted_journal
-from leasefence.conformance.transition_scratch import scratch_probes
+from leasefence.conformance.transition_scratch import journal_line, scratch_probes
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.errors import (
     JournalCorrupt,
@@ -410,15 +410,6 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
             )
             n += 1
     return n
-
-
-def journal_line(doc: dict[str, Any], crc: str | None = None) -> bytes:
-    """A journal line as docs/journal-format.md says it (written here from the document, not
-    with the implementation's encoder): the record, then ``crc``, the CRC32 of its canonical
-    JSON (keys sorted, no spaces, ASCII escapes); ``crc`` given: that one instead."""
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
-    crc = crc if crc is not None else f"{zlib.crc32(canonical):08x}"
-    return json.dumps({**doc, "crc": crc}, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _bad_checksummed(work: str) -> dict[str, bytes]:

@@ -255,7 +255,7 @@ def _stand_in(master: Master) -> bool:
 
 
 def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
-    """The master's own refusals: a depth or fence that does not exist, generation fencing
+    """The master's own refusals: a depth, fence or limit that does not exist, generation fencing
     without a snapshot (its epoch), a restart of a master not made by ``Master.open``, the
     release of a reservation nobody holds; and calls that must change nothing."""
     j, c, items = master.journal, master.coordinator, list(master.catalogue.values())
@@ -268,6 +268,17 @@ def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
     yield Probe(
         "Master(fence='epoch')", partial(Master, j, c, items, ttl=1, fence="epoch"), ValueError
     )
+    for bad in (0, True):
+        yield Probe(
+            f"Master(max_failures={bad!r})",
+            partial(Master, j, c, items, ttl=1, max_failures=bad),
+            ValueError,
+        )
+        yield Probe(
+            f"Master(max_invalid={bad!r})",
+            partial(Master, j, c, items, ttl=1, max_invalid=bad),
+            ValueError,
+        )
     yield Probe(
         "Master.open(generation fence, no snapshot)",
         partial(Master.open, m.dir / "no-journal", None, items, ttl=1, pipeline=2),

@@ -5,7 +5,10 @@ back hostile (torn, zero-padded, corrupted). The model's answer to each is the s
 nothing changes. ``probe(machine)`` checks that answer on the live system machine: each call
 returns False or raises the named error, the journal and snapshot bytes are unchanged after
 each, and the mapped state is unchanged after all; the hostile reads run on copies, and each
-must be refused by name or read as the file without its damage.
+must be refused by name or read as the file without its damage (or as the same records written
+otherwise: a batch line, a longer spelling of a timestamp), the journal's bulk reader agreeing
+with its reference reader on every one; and every record the journal wrote is its own line
+again when encoded from its fields, by the fast encoder and by ``json``.
 
 They reach branches no model step does (``leasefence verify``'s branch rows); they are run once
 per kind of state (which IDs are leased, completed, held by the coordinator; the epoch's parity;
@@ -22,12 +25,18 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
 from leasefence.conformance.machines.system import SystemMachine
 from leasefence.conformance.refinement import persisted_coordinator, persisted_journal
-from leasefence.conformance.transition_scratch import scratch_probes
+from leasefence.conformance.transition_scratch import (
+    journal_line,
+    readers_agree,
+    scratch_probes,
+    unix_record,
+)
 from leasefence.impl.coordinator import StateShardCoordinator
 from leasefence.impl.errors import (
     JournalCorrupt,
@@ -37,7 +46,7 @@ from leasefence.impl.errors import (
     SnapshotError,
     UnknownWork,
 )
-from leasefence.impl.journal import WorkLeaseJournal, legacy_lease_line
+from leasefence.impl.journal import WorkLeaseJournal, encode_record, legacy_lease_line
 from leasefence.impl.master import Master
 from leasefence.impl.transport import Envelope, deliver
 from leasefence.impl.wire import Rank, Result, Tag, WorkId
@@ -255,7 +264,7 @@ def _stand_in(master: Master) -> bool:
 
 
 def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
-    """The master's own refusals: a depth or fence that does not exist, generation fencing
+    """The master's own refusals: a depth, fence or limit that does not exist, generation fencing
     without a snapshot (its epoch), a restart of a master not made by ``Master.open``, the
     release of a reservation nobody holds; and calls that must change nothing."""
     j, c, items = master.journal, master.coordinator, list(master.catalogue.values())
@@ -268,6 +277,17 @@ def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
     yield Probe(
         "Master(fence='epoch')", partial(Master, j, c, items, ttl=1, fence="epoch"), ValueError
     )
+    for bad in (0, True):
+        yield Probe(
+            f"Master(max_failures={bad!r})",
+            partial(Master, j, c, items, ttl=1, max_failures=bad),
+            ValueError,
+        )
+        yield Probe(
+            f"Master(max_invalid={bad!r})",
+            partial(Master, j, c, items, ttl=1, max_invalid=bad),
+            ValueError,
+        )
     yield Probe(
         "Master.open(generation fence, no snapshot)",
         partial(Master.open, m.dir / "no-journal", None, items, ttl=1, pipeline=2),
@@ -335,8 +355,10 @@ def _judge(name: str, read: Callable[[], object], want: object, expect: Expect) 
 
 def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
     """The journal and snapshot as a crash or a hostile hand could leave them, each read from a
-    copy: a torn or zero-padded tail reads as the file without it; a corrupt line in the middle,
-    a bad checksum, a record out of range or text that is not a journal is refused by name."""
+    copy: a torn or zero-padded tail (or a last newline left as zeros) reads as the file without
+    it; a corrupt line in the middle, a bad checksum, a record out of range or text that is not
+    a journal is refused by name; records written otherwise read as the same records. The bulk
+    reader and the reference reader agree on each journal (``readers_agree``)."""
     data, snap = journal.read_bytes(), snapshot.read_bytes()
     want = persisted_journal(journal)
     want_snap = persisted_coordinator(snapshot, [])
@@ -363,15 +385,51 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
         "a string timestamp": f'{{"work_id":"{w}","event":"lease","worker":1,"updated":"1"}}',
         "a numeric clock": f'{{"work_id":"{w}","event":"lease","worker":1,"updated":1,"clock":1}}',
         "a lease without a timestamp": f'{{"work_id":"{w}","event":"lease","worker":1}}',
+        "a field only checksummed records carry": (
+            f'{{"work_id":"{w}","event":"lease","worker":1,"updated":1,"attempt":1}}'
+        ),
+        "an integer timestamp out of range": (
+            f'{{"work_id":"{w}","event":"lease","worker":1,"updated":{10**16}}}'
+        ),
     }
     cases += [
         (f"legacy line with {name}", data + line.encode() + b"\n" + good, JournalCorrupt)
         for name, line in legacy_bad.items()
     ]
+    # a good record in the layout the journal writes (a reclaim of an ID never leased): after
+    # it, the bulk reader reads a damaged line as far as the check that declines it
+    written = unix_record("reclaim", "e" * 64, None, 1.0, 0)
+    for name, line in _bad_checksummed(work).items():
+        cases += [
+            (f"checksummed line with {name}", data + line + good, JournalCorrupt),
+            (
+                f"checksummed line with {name}, in written records",
+                data + line + written,
+                JournalCorrupt,
+            ),
+        ]
+    whole = data[: data.rfind(b"\n") + 1]  # without a torn tail
+    lease = unix_record("lease", "e" * 64, 1, 1.0, 1)
     cases += [
-        (f"checksummed line with {name}", data + line + good, JournalCorrupt)
-        for name, line in _bad_checksummed(work).items()
+        (
+            "a checksum over a timestamp not spelled as repr",
+            whole + _misspelled() + written,
+            JournalCorrupt,
+        ),
+        ("two records on one line", whole + lease[:-1] + b"," + written + written, JournalCorrupt),
+        (
+            "a batch line with a second event",
+            whole + b'{"event":"batch","event":"done","work_id":"%s"}\n' % w.encode() + written,
+            JournalCorrupt,
+        ),
+        (
+            "text that is not a journal, without a newline",
+            b"root:x:0:0:root" + data,
+            JournalCorrupt,
+        ),
     ]
+    if whole:
+        cases.append(("a last record whose newline is zeros", whole[:-1] + b"\0" * 3, True))
     if lines and lines[-1].endswith(b"\n"):  # the last line whole (no torn tail)
         last = lines[-1]
         flipped = (
@@ -382,12 +440,22 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
         cases.append(
             ("bad checksum mid-file", b"".join(lines[:-1]) + flipped + good, JournalCorrupt)
         )
-    n = 0
+    n = _encoders_agree(whole)
+    readers_agree("the journal", data)
     with tempfile.TemporaryDirectory(prefix="leasefence-probe-", dir=str(journal.parent)) as tmp:
         copy = Path(tmp) / journal.name
         for name, content, expect in cases:
             copy.write_bytes(content)
             _judge(f"hostile journal ({name})", lambda: persisted_journal(copy), want, expect)
+            readers_agree(f"hostile journal ({name})", content)
+            n += 1
+        for name, content, same in _read_alike(whole, w):
+            readers_agree(name, content)
+            readers_agree(f"{name}, written otherwise", same)
+            copy.write_bytes(same)
+            other = persisted_journal(copy)
+            copy.write_bytes(content)
+            _judge(name, lambda: persisted_journal(copy), other, True)
             n += 1
         scopy = Path(tmp) / snapshot.name
         snapshot_cases: list[tuple[str, bytes, Expect]] = [
@@ -412,13 +480,63 @@ def hostile_reads(journal: Path, snapshot: Path, work: str) -> int:
     return n
 
 
-def journal_line(doc: dict[str, Any], crc: str | None = None) -> bytes:
-    """A journal line as docs/journal-format.md says it (written here from the document, not
-    with the implementation's encoder): the record, then ``crc``, the CRC32 of its canonical
-    JSON (keys sorted, no spaces, ASCII escapes); ``crc`` given: that one instead."""
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
-    crc = crc if crc is not None else f"{zlib.crc32(canonical):08x}"
-    return json.dumps({**doc, "crc": crc}, separators=(",", ":")).encode("ascii") + b"\n"
+#: A timestamp's spelling that is not ``repr``'s (1.0's, with 17 digits after the point).
+_LONG_ONE = b"1.00000000000000001"
+
+
+def _misspelled() -> bytes:
+    """A lease whose checksum is over its line's text, timestamp spelled as ``_LONG_ONE``: the
+    canonical form spells it ``1.0`` (as ``repr`` does), so the checksum does not match it."""
+    doc: dict[str, Any] = {"event": "lease", "work_id": "e" * 64, "worker": 1, "updated": 1.0}
+    doc.update(clock="unix", attempt=1)
+    spell = methodcaller("replace", b'"updated":1.0,', b'"updated":' + _LONG_ONE + b",")
+    canonical = spell(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii"))
+    line: bytes = spell(journal_line(doc, crc=f"{zlib.crc32(canonical):08x}"))
+    assert _LONG_ONE in line
+    return line
+
+
+def _read_alike(whole: bytes, work: str) -> list[tuple[str, bytes, bytes]]:
+    """Journals that must read as another one (after ``whole``, the journal's whole lines): a
+    timestamp spelled with more digits than ``repr``'s (the record's checksum is over its
+    canonical form, which spells it as ``repr``), and records in a batch line or on lines of
+    their own (an offline completion of an ID never leased among them: attempt 0)."""
+    lease = unix_record("lease", "e" * 64, 1, 1.0, 1)
+    spelled = lease.replace(b'"updated":1.0,', b'"updated":' + _LONG_ONE + b",")
+    assert spelled != lease
+    lines = [
+        lease,
+        unix_record("reclaim", "e" * 64, 1, 2.0, 1),
+        unix_record("done", "f" * 64, None, 2.0, 0),
+        unix_record("lease", work, 2, 2.0, 7, generation=[3, 4]),
+    ]
+    batch = journal_line({"event": "batch", "records": [json.loads(x) for x in lines]})
+    return [
+        ("a timestamp spelled with more digits than repr's", whole + spelled, whole + lease),
+        ("a batch line read as its records", whole + batch, whole + b"".join(lines)),
+    ]
+
+
+def _encoders_agree(whole: bytes) -> int:
+    """Every record the journal wrote (``whole``: its whole lines), and a record with a
+    generation, encoded again by ``encode_record`` from its fields: the fast encoder and, with
+    the generation as a tuple (which only ``json`` writes), the general one give its line."""
+    lines = [x + b"\n" for x in whole.splitlines()]
+    lines.append(unix_record("lease", "e" * 64, 1, 1.0, 1, generation=[3, 4]))
+    n = 0
+    for line in lines:
+        doc = json.loads(line)
+        if "crc" not in doc or doc["event"] == "batch":
+            continue  # a legacy record, or a batch (its records are each one's own line)
+        doc.pop("crc")
+        bodies = [doc]
+        if "generation" in doc:
+            bodies.append({**doc, "generation": tuple(doc["generation"])})
+        for body in bodies:
+            if encode_record(body) != line:
+                raise ProbeFailure(f"encode_record({body}) is not the line it was read from")
+            n += 1
+    return n
 
 
 def _bad_checksummed(work: str) -> dict[str, bytes]:

@@ -2,9 +2,12 @@
 copied and the containers opened on the copies (never on the live files, except a second
 writer's lock, which must be refused) where the model has no action: a second writer, a
 read-only or closed journal, group mode, a failed write (the file size limit), a clock that
-returns no number, repair, a journal whose last record lost its newline, an unfenced offline
-abandon, an in-memory coordinator, a legacy (F314) snapshot beside the coordinator, and state
-task IDs of hostile payloads.
+returns no number, clock readings off the 10 µs grid and past the year 2286, repair, a journal
+whose last record lost its newline, an unfenced offline abandon, an offline completion of an ID
+never leased, an attempt count at the end of its range, ranks, generations and task IDs of
+``int`` and ``str`` subclasses (each written as the same value of the plain type would be), an
+interrupt inside a coordinator's change, an in-memory coordinator, a legacy (F314) snapshot
+beside the coordinator, and state task IDs of hostile payloads.
 
 Each expects what the documents say (docs/journal-format.md, docs/coordinator-format.md, the
 containers' docstrings): a refusal by name that changes nothing, or a read equal to the live
@@ -23,6 +26,7 @@ import shutil
 import signal
 import stat
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -32,6 +36,7 @@ from leasefence.conformance.machines.system import SystemMachine
 from leasefence.conformance.refinement import (
     coordinator_fields,
     journal_fields,
+    legacy_copies,
     persisted_coordinator,
     persisted_journal,
 )
@@ -42,9 +47,11 @@ from leasefence.impl.errors import (
     JournalLocked,
     JournalReadOnly,
     JournalUnusable,
+    RecordOutOfRange,
     SnapshotError,
 )
 from leasefence.impl.journal import WorkLeaseJournal, repair_journal
+from leasefence.impl.records import MAX_ATTEMPT, _scan, _scan_lines
 
 
 class ScratchFailure(AssertionError):
@@ -64,6 +71,57 @@ def _raises(name: str, call: Callable[[], object], error: type[BaseException]) -
 def _same(name: str, got: object, want: object) -> None:
     if got != want:
         raise ScratchFailure(f"{name}: got {got!r}, expected {want!r}")
+
+
+def journal_line(doc: dict[str, Any], crc: str | None = None) -> bytes:
+    """A journal line as docs/journal-format.md says it (written here from the document, not
+    with the implementation's encoder): the record, then ``crc``, the CRC32 of its canonical
+    JSON (keys sorted, no spaces, ASCII escapes); ``crc`` given: that one instead. A record
+    whose keys are in the writer's order (``event``, ``work_id``, ``worker``, ``updated``,
+    ``clock``, ``attempt``[, ``generation``]) is in the layout the bulk reader takes."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
+    crc = crc if crc is not None else f"{zlib.crc32(canonical):08x}"
+    return json.dumps({**doc, "crc": crc}, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def unix_record(
+    event: str, work_id: str, worker: int | None, updated: float, attempt: int, **more: Any
+) -> bytes:
+    """``journal_line`` of a record in the layout the journal writes (``more``: a generation)."""
+    doc = {
+        "event": event,
+        "work_id": work_id,
+        "worker": worker,
+        "updated": updated,
+        "clock": "unix",
+        "attempt": attempt,
+        **more,
+    }
+    return journal_line(doc)
+
+
+def readers_agree(name: str, data: bytes) -> None:
+    """The bulk reader (declining to the reference where it must) and the reference reader
+    alone, line by line, read ``data`` alike: the same good records, bad lines, torn tail and
+    verdict."""
+    fast, reference = _scan(data), _scan_lines(data)
+    if fast != reference:
+        raise ScratchFailure(f"{name}: the bulk reader read {fast!r}, the reference {reference!r}")
+
+
+class _Int(int):
+    """A rank or a generation part of an ``int`` subclass (an ``IntEnum`` member, a caller's own
+    type): the containers take it as its number and write what that number writes."""
+
+
+class _Task(str):
+    """A state task ID of a ``str`` subclass (a caller's own type), taken as its text."""
+
+
+def _whole_lines(path: Path) -> bytes:
+    """The file's bytes without a torn tail the replay may have left."""
+    data = path.read_bytes()
+    return data[: data.rfind(b"\n") + 1]
 
 
 def _state(fields: dict[str, object]) -> dict[str, object]:
@@ -183,7 +241,14 @@ def _journal(m: SystemMachine, tmp: Path) -> int:
             "a record after a last line without its newline", _state(persisted_journal(cut)), after
         )
         n += 1
-    return n + _repairs(m, tmp, want) + _legacy_ends(m, tmp, want)
+    return (
+        n
+        + _repairs(m, tmp, want)
+        + _legacy_ends(m, tmp, want)
+        + _stamps(m, tmp)
+        + _journal_subclasses(m, tmp)
+        + _attempt_limit(m, tmp)
+    )
 
 
 def _repairs(m: SystemMachine, tmp: Path, want: dict[str, object]) -> int:
@@ -246,6 +311,76 @@ def _legacy_ends(m: SystemMachine, tmp: Path, want: dict[str, Any]) -> int:
     return 1
 
 
+#: Work IDs the model's catalogue does not hold (its are "a" * 64 to "d" * 64).
+_OUTSIDE = ("7" * 64, "8" * 64, "9" * 64)
+
+
+def _outside(m: SystemMachine) -> tuple[str, ...]:
+    assert not {w for w, _ in m.BOUNDS.task_of} & set(_OUTSIDE)
+    return _OUTSIDE
+
+
+def _stamps(m: SystemMachine, tmp: Path) -> int:
+    """Clock readings as ``time.time()`` gives them (docs/journal-format.md, "Timestamps"): one
+    off the 10 µs grid is stamped to the nearest 10 µs, one past the year 2286 as it was read
+    (17 significant digits, which the bulk reader checks against ``repr``); each lease reads
+    back with its stamp exactly, the two readers agreeing on the file."""
+    w = _outside(m)[0]
+    readings = (
+        ("a reading off the 10 µs grid", 1_767_225_600.123456789, 1_767_225_600.12346),
+        ("a reading past the year 2286", 12_345_678_901.234567, 12_345_678_901.234567),
+    )
+    for name, reading, stamp in readings:
+        p = tmp / "stamps"
+        p.write_bytes(_whole_lines(m.journal_path))
+        with WorkLeaseJournal(p, clock=partial(float, reading)) as j:
+            assert j.lease(w, 1)
+            _same(f"{name}: the lease's stamp", j.leases[w].updated, stamp)
+            fields = journal_fields(j)
+        _same(f"{name}: read back", persisted_journal(p), fields)
+        readers_agree(f"{name}: the file", p.read_bytes())
+    return len(readings)
+
+
+def _journal_subclasses(m: SystemMachine, tmp: Path) -> int:
+    """A rank and a generation of ``int`` subclasses go through the journal's general encoder
+    (its fast ones take exact ``int`` only) and write the very bytes plain ints write, a batch
+    of such records (a recovery reclaiming two or more) too; an offline completion of an ID
+    never leased writes attempt 0 beside the others' counts. Each file reads back as the
+    journal that wrote it."""
+    leased, leased_too, never = _outside(m)
+    written = []
+    for name, rank, gen in (("plain", 1, (1, 2)), ("subclass", _Int(1), (_Int(1), _Int(2)))):
+        p = tmp / f"ints-{name}"
+        p.write_bytes(_whole_lines(m.journal_path))
+        with WorkLeaseJournal(p, clock=m.clock) as j:
+            assert j.lease(leased, 1, gen)
+            assert j.lease(leased_too, rank)
+            _same(f"{name} offline completion of an ID never leased", j.complete(never), True)
+            j.recover(0)
+            fields = journal_fields(j)
+        _same(f"{name} ranks and generations read back", persisted_journal(p), fields)
+        written.append(p.read_bytes())
+    _same("int subclasses write the bytes of plain ints", written[1], written[0])
+    return 2
+
+
+def _attempt_limit(m: SystemMachine, tmp: Path) -> int:
+    """An ID whose attempt count is the largest a record holds (a ``reclaim`` with attempt
+    ``MAX_ATTEMPT``): its next lease would count one more, which the journal refuses by name
+    (``RecordOutOfRange``), changing and writing nothing."""
+    worn = _outside(m)[0]
+    p = tmp / "attempts"
+    data = _whole_lines(m.journal_path) + unix_record("reclaim", worn, None, 1.0, MAX_ATTEMPT)
+    p.write_bytes(data)
+    with WorkLeaseJournal(p, clock=m.clock) as j:
+        before = journal_fields(j)
+        _raises("a lease past the last attempt", lambda: j.lease(worn, 1), RecordOutOfRange)
+        _same("a lease past the last attempt changed nothing", journal_fields(j), before)
+    _same("a lease past the last attempt wrote nothing", p.read_bytes(), data)
+    return 1
+
+
 def _coordinator(m: SystemMachine, tmp: Path) -> int:
     live = m.master_().coordinator
     assert isinstance(live, StateShardCoordinator)
@@ -283,7 +418,78 @@ def _coordinator(m: SystemMachine, tmp: Path) -> int:
         _raises("a lease whose write fails", lambda: c.lease(tasks[-1], 1), CoordinatorError)
     _same("a failed write put the change back", coordinator_fields(c), before)
     _raises("a change after a failed write", lambda: c.lease(tasks[-1], 1), CoordinatorError)
-    return 7 + _legacy_snapshots(m, tmp) + _task_ids()
+    return (
+        7
+        + _coordinator_subclasses(m, tmp)
+        + _interrupted_change(m, tmp)
+        + _legacy_snapshots(m, tmp)
+        + _task_ids()
+    )
+
+
+def _coordinator_subclasses(m: SystemMachine, tmp: Path) -> int:
+    """A task ID of a ``str`` subclass, a rank and a generation of ``int`` subclasses go through
+    the coordinator file's general encoders (``json``; the fast ones take the exact types only)
+    in its log and its checkpoints, and the file is the very bytes the plain values write; the
+    plain run's second checkpoint reuses the entries of the statistics that did not change.
+    Each file reads back as the coordinator that wrote it."""
+    written = []
+    runs: tuple[tuple[str, str, str, int, Any], ...] = (
+        ("plain", "t-probe", "t-held", 1, (1, 2)),
+        ("subclass", _Task("t-probe"), _Task("t-held"), _Int(1), (_Int(1), _Int(2))),
+    )
+    for name, task, held, rank, gen in runs:
+        p = tmp / f"snapshot-{name}"
+        shutil.copyfile(m.snapshot_path, p)
+        c = StateShardCoordinator(p, clock=m.clock)
+        steps: list[Callable[[], object]] = [
+            partial(c.lease, task, rank, gen),
+            partial(c.complete, task, rank, reward=1.0, cost=0.5, generation=gen),
+            c.save,  # a statistics entry of the subclass task
+            partial(c.lease, held, rank),
+            c.save,  # a lease of the subclass rank
+            partial(c.abandon, held, rank, cost=0.25),
+        ]
+        files = []
+        for k, change in enumerate(steps, 1):
+            _same(f"{name} values, step {k}", change(), True if k in (1, 2, 4, 6) else None)
+            _same(
+                f"{name} values, step {k}, read back",
+                persisted_coordinator(p, legacy_copies(p)),
+                coordinator_fields(c),
+            )
+            files.append(p.read_bytes())
+        written.append(files)
+    _same("subclasses write the bytes of plain values", written[1], written[0])
+    return 2
+
+
+def _interrupted_change(m: SystemMachine, tmp: Path) -> int:
+    """An interrupt inside a change, after its entries were changed in memory and before its
+    record is kept: the change is put back, nothing is written, and the coordinator goes on.
+    A change's body only assigns entries and hands over a record made before it, so only an
+    asynchronous exception (``KeyboardInterrupt``, ``MemoryError``) arises there: it is
+    injected at the hand-over (``_log``), on a copy."""
+    p = tmp / "snapshot-interrupted"
+    shutil.copyfile(m.snapshot_path, p)
+    c = StateShardCoordinator(p, clock=m.clock)
+    before, written = coordinator_fields(c), p.read_bytes()
+
+    def interrupt(record: bytes) -> None:
+        raise KeyboardInterrupt
+
+    setattr(c, "_log", interrupt)  # noqa: B010 (the instance's, over the method)
+    _raises("a lease interrupted in its change", lambda: c.lease("t-probe", 1), KeyboardInterrupt)
+    delattr(c, "_log")
+    _same("an interrupted change was put back", coordinator_fields(c), before)
+    _same("an interrupted change wrote nothing", p.read_bytes(), written)
+    _same("a lease after an interrupted change", c.lease("t-probe", 1), True)
+    _same(
+        "a lease after an interrupted change read back",
+        persisted_coordinator(p, legacy_copies(p)),
+        coordinator_fields(c),
+    )
+    return 1
 
 
 def _legacy_snapshots(m: SystemMachine, tmp: Path) -> int:

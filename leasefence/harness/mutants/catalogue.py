@@ -490,9 +490,6 @@ BEYOND_THE_MODEL = {
     "ack-before-fsync": "the model has no power loss: a crash kills the master, and the "
     "operating system keeps what was written, synced or not; the crash layer's simulated "
     "power cuts (tests/unit/test_crashcheck.py) catch it",
-    "journal-stamps-unrounded": "the model's clocks are whole ticks and the transitions' clock "
-    "whole seconds, which rounding to 10 µs leaves as they are; the unit layer stamps "
-    "time.time()-like readings (tests/unit/test_journal_stamps.py)",
     "coordinator-undo-keeps-record": "the model has no save that fails and leaves the process "
     "running: a change is saved or the run dies with it; the unit layer interrupts an append "
     "(tests/unit/test_coordinator.py)",

@@ -154,6 +154,12 @@ class Reservations:
         self.limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
         self.limits.update(limits or {})
         self._held: Counter[tuple[str, str]] = Counter()
+        # ``take`` and ``give_back`` call ``reserve`` and ``release`` only when a subclass
+        # overrides them (a test's recorder); otherwise they do the same on the counts at once.
+        cls = type(self)
+        self._own = (
+            cls.reserve is not Reservations.reserve or cls.release is not Reservations.release
+        )
 
     def reserve(self, kind: str, key: str) -> bool:
         """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
@@ -173,6 +179,48 @@ class Reservations:
             self._held.pop((kind, key))  # (``del`` would call ``Counter.__delitem__``)
         else:
             self._held[kind, key] = held - 1
+
+    def take(self, wanted: Sequence[tuple[str, str]]) -> int:
+        """``reserve`` each ``(kind, key)`` of ``wanted`` in order until one is refused; how many
+        were taken (all: ``len(wanted)``), those first ones held. One call for a dispatch's
+        three reservations instead of three (issue 19)."""
+        if self._own:
+            n = 0
+            for kind, key in wanted:
+                if not self.reserve(kind, key):
+                    break
+                n += 1
+            return n
+        held, limits = self._held, self.limits
+        n = 0
+        try:
+            for pair in wanted:
+                count = held.get(pair, 0)
+                limit = limits[pair[0]]
+                if limit is not None and count >= limit:
+                    break
+                held[pair] = count + 1
+                n += 1
+        except BaseException:
+            self.give_back(wanted[:n])  # (an unknown kind): nothing taken stays held
+            raise
+        return n
+
+    def give_back(self, taken: Sequence[tuple[str, str]]) -> None:
+        """``release`` each ``(kind, key)`` of ``taken``, last first."""
+        if self._own:
+            for kind, key in reversed(taken):
+                self.release(kind, key)
+            return
+        held = self._held
+        for pair in reversed(taken):
+            count = held.get(pair, 0)
+            if count <= 0:
+                raise RuntimeError(f"release of an unheld {pair[0]} reservation {pair[1]!r}")
+            if count == 1:
+                held.pop(pair)
+            else:
+                held[pair] = count - 1
 
     def held(self) -> dict[tuple[str, str], int]:
         """Every reservation held now, by (kind, key)."""
@@ -636,8 +684,8 @@ class Master:
         task, reservations, generation) and the caller sends the WORK message
         (``work_message``).
         """
-        held = self._slots.get(rank, [])
-        if len(held) >= self.pipeline:
+        held = self._slots.get(rank)
+        if held is not None and len(held) >= self.pipeline:
             raise RankBusy(
                 f"rank {rank} still has {len(held)} active dispatch(es) (pipeline "
                 f"{self.pipeline}): {held[0] if len(held) == 1 else held}"
@@ -652,49 +700,51 @@ class Master:
             ("parameter", item.parameter),
             ("algorithm", item.algorithm),
         )
-        taken: list[str] = []
+        done = 0  # how many of DISPATCH_STEPS were taken, in order
         with self.clock.step() as now:
             try:
-                for step in DISPATCH_STEPS:
-                    if step in RESERVATION_OF:  # reserve_target, _parameter, _algorithm: in order
-                        ok = self.reservations.reserve(*reservations[len(taken)])
-                    elif step == "lease_work":
-                        ok = (
-                            self.journal.lease(work_id, rank)
-                            if gen is None  # (no ``_kw`` dict on every dispatch)
-                            else self.journal.lease(work_id, rank, generation=gen)
-                        )
-                        if ok and gen is not None:
-                            self._generations[rank] = gen[1]  # Bump(r): the counter advances
-                    else:
-                        task = item.state_task_id
-                        ok = (
-                            self.coordinator.lease(task, rank)
-                            if gen is None
-                            else self.coordinator.lease(task, rank, generation=gen)
-                        )
-                    if not ok:
-                        undone = self._reject_dispatch(item, rank, taken, gen)
-                        outcome = DispatchOutcome(False, tuple(taken), step, undone)
-                        if step in RESERVATION_OF:
-                            self.counters.refused_reservations += 1
-                        else:
-                            self.counters.refused_leases += 1
-                        break
-                    taken.append(step)
-                else:
-                    # every step taken: every reservation
-                    disp = ActiveDispatch(work_id, item.state_task_id, reservations, gen)
-                    if held:
-                        held.append(disp)
-                    else:
-                        self._slots[rank] = [disp]
-                    self.counters.dispatched += 1
-                    outcome = _DISPATCHED
+                # The steps of DISPATCH_STEPS in order, each only once the one before was
+                # granted (written out: a loop over the step names cost a fifth of a dispatch).
+                done = self.reservations.take(reservations)
+                ok = done == 3
+                if ok:
+                    ok = (
+                        self.journal.lease(work_id, rank)
+                        if gen is None  # (no ``_kw`` dict on every dispatch)
+                        else self.journal.lease(work_id, rank, generation=gen)
+                    )
+                if ok:
+                    done = 4
+                    if gen is not None:
+                        self._generations[rank] = gen[1]  # Bump(r): the counter advances
+                    task = item.state_task_id
+                    ok = (
+                        self.coordinator.lease(task, rank)
+                        if gen is None
+                        else self.coordinator.lease(task, rank, generation=gen)
+                    )
+                if ok:
+                    done = 5
             except BaseException:
                 # An error (not a refusal) inside a step: leave nothing taken behind.
-                self._reject_dispatch(item, rank, taken, gen)
+                self._reject_dispatch(item, rank, DISPATCH_STEPS[:done], gen)
                 raise
+            if ok:  # every step taken
+                disp = ActiveDispatch(work_id, item.state_task_id, reservations, gen)
+                if held:
+                    held.append(disp)
+                else:
+                    self._slots[rank] = [disp]
+                self.counters.dispatched += 1
+                outcome = _DISPATCHED
+            else:
+                taken, step = DISPATCH_STEPS[:done], DISPATCH_STEPS[done]
+                undone = self._reject_dispatch(item, rank, taken, gen)
+                outcome = DispatchOutcome(False, taken, step, undone)
+                if step in RESERVATION_OF:
+                    self.counters.refused_reservations += 1
+                else:
+                    self.counters.refused_leases += 1
             if self.trace is not None:
                 self.commit()  # a traced step is durable before its line (group of one)
                 self.trace.dispatch_work(work_id, rank, now, outcome.ok, outcome.refused, gen)
@@ -775,12 +825,13 @@ class Master:
                 self.counters.stale_results += 1
                 if disp is not None:
                     self.counters.generation_mismatches += 1
-                log.info(
-                    "stale result from rank %d for %s (its active dispatches are %s): refused",
-                    rank,
-                    work_id[:12],
-                    ", ".join(d.work_id[:12] for d in mine),
-                )
+                if log.isEnabledFor(logging.INFO):  # (the list is joined only to be logged)
+                    log.info(
+                        "stale result from rank %d for %s (its active dispatches are %s): refused",
+                        rank,
+                        work_id[:12],
+                        ", ".join(d.work_id[:12] for d in mine),
+                    )
                 outcome = ResultOutcome(True, None, False, False, False)
             else:
                 gen = disp.generation if disp is not None else presented
@@ -893,8 +944,7 @@ class Master:
         slots.remove(disp)
         if not slots:
             del self._slots[rank]
-        for kind, key in reversed(disp.reservations):
-            self.reservations.release(kind, key)
+        self.reservations.give_back(disp.reservations)  # last taken first
         self._dirty = True
 
     def count_malformed(self, rank: int, error: Exception, claimed: WorkId | None = None) -> None:

@@ -374,8 +374,13 @@ def master_dispatch(
         send_pending(new)
         return new
 
+    quiet = type(hooks).on_result is DispatchHooks.on_result  # (no closure per result then)
+
     def handle(env: Envelope) -> None:
-        deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
+        if quiet:
+            deliver(master, env)
+        else:
+            deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
 
     master = pump()
     # Until every item is completed or given up, or nothing can change any more (starved).

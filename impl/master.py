@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
 from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
+from leasefence.impl.frozen import fast_init
 from leasefence.impl.records import unix_stamp
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
@@ -227,6 +228,7 @@ class Reservations:
         return dict(self._held)
 
 
+@fast_init
 @dataclass(frozen=True)
 class ActiveDispatch:
     """A rank's active dispatch: the work, the authoritative task stored at dispatch time, the
@@ -272,6 +274,7 @@ class DispatchOutcome:
 _DISPATCHED = DispatchOutcome(True, DISPATCH_STEPS, None, ())
 
 
+@fast_init
 @dataclass(frozen=True)
 class ResultOutcome:
     """What the master did with one result (the model's ``ResultOutcome``): whether it was
@@ -1129,14 +1132,17 @@ class Master:
         skip = set(busy)  # busy, taken or tried in this round
         held = getattr(self.coordinator, "active_owner", None)
         offers = self._pending(skip)
+        catalogue, slots = self.catalogue, self._slots
         sends: list[tuple[Rank, Work]] = []
         for rank in idle:
             for work_id in offers:
                 skip.add(work_id)
-                if held is not None and held(self.catalogue[work_id].state_task_id) is not None:
+                item = catalogue[work_id]
+                if held is not None and held(item.state_task_id) is not None:
                     continue
                 if self.dispatch(work_id, rank).ok:
-                    sends.append((rank, self.work_message(rank, work_id)))
+                    # ``work_message`` of the dispatch just made: the rank's last one
+                    sends.append((rank, item.work(slots[rank][-1].generation)))
                     break
             else:
                 break  # nothing left to offer in this round

@@ -328,17 +328,13 @@ class StateShardCoordinator:
         if held is not None and held.epoch == self._epoch:
             return False
         lease = StateLease(worker, self._now(), self._epoch, generation)
-        if self._path is None:  # nothing to write: no record to make, no undo to prepare
-            self._leases[task_id] = lease
-            if task_id not in self._stats:
-                self._stats[task_id] = Stats()
-            return True
-        record = lease_record(task_id, lease)  # before any change: if it raises, none was made
+        # Before any change: if it raises, none was made (none without a file to write it to).
+        record = None if self._path is None else lease_record(task_id, lease)
         with self._made_change(task_id):
             self._leases[task_id] = lease
             if task_id not in self._stats:
                 self._stats[task_id] = Stats()
-            self._pending.append(record)
+            self._log(record)
         return True
 
     def complete(
@@ -402,7 +398,7 @@ class StateShardCoordinator:
             with self._change(gone):
                 for t in gone:
                     del self._leases[t]
-                self._log(void_record(gone))
+                self._log(None if self._path is None else void_record(gone))
         return gone
 
     def save(self) -> None:
@@ -467,9 +463,7 @@ class StateShardCoordinator:
         _check_token(task_id, worker, generation)
         if self._failure is not None:
             self._check_usable()
-        lease = self._leases.get(task_id)
-        if lease is not None and lease.epoch != self._epoch:
-            lease = None  # a stale lease grants nothing (L6)
+        lease = self._active(task_id)
         if lease is None or (lease.owner, lease.generation) != (worker, generation):
             return False
         stats = self._stats.get(task_id)
@@ -477,15 +471,11 @@ class StateShardCoordinator:
             stats = Stats()
         if booked is not None:
             stats = stats.booked(*booked)
-        if self._path is None:  # nothing to write: no record to make, no undo to prepare
-            del self._leases[task_id]
-            self._stats[task_id] = stats
-            return True
-        record = free_record(task_id, stats)
+        record = None if self._path is None else free_record(task_id, stats)
         with self._made_change(task_id):
             del self._leases[task_id]
             self._stats[task_id] = stats
-            self._pending.append(record)
+            self._log(record)
         return True
 
     def _made_change(self, task_id: str) -> _Change | nullcontext[None]:
@@ -510,9 +500,10 @@ class StateShardCoordinator:
         if self._autosave and self._path is not None:
             self.commit()
 
-    def _log(self, record: bytes) -> None:
-        """Keep ``record`` for the next commit (none without a file to write it to)."""
-        if self._path is not None:
+    def _log(self, record: bytes | None) -> None:
+        """Keep ``record`` for the next commit (None: there is no file to write it to, so no
+        record was made: it cost more than the decision, issue 19)."""
+        if record is not None:
             self._pending.append(record)
 
     def _fail(self, failure: str, cause: OSError) -> NoReturn:

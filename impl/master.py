@@ -155,12 +155,6 @@ class Reservations:
         self.limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
         self.limits.update(limits or {})
         self._held: Counter[tuple[str, str]] = Counter()
-        # ``take`` and ``give_back`` call ``reserve`` and ``release`` only when a subclass
-        # overrides them (a test's recorder); otherwise they do the same on the counts at once.
-        cls = type(self)
-        self._own = (
-            cls.reserve is not Reservations.reserve or cls.release is not Reservations.release
-        )
 
     def reserve(self, kind: str, key: str) -> bool:
         """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
@@ -183,45 +177,19 @@ class Reservations:
 
     def take(self, wanted: Sequence[tuple[str, str]]) -> int:
         """``reserve`` each ``(kind, key)`` of ``wanted`` in order until one is refused; how many
-        were taken (all: ``len(wanted)``), those first ones held. One call for a dispatch's
-        three reservations instead of three (issue 19)."""
-        if self._own:
-            n = 0
-            for kind, key in wanted:
-                if not self.reserve(kind, key):
-                    break
-                n += 1
-            return n
-        held, limits = self._held, self.limits
+        were taken (all: ``len(wanted)``), those first ones held (a dispatch's three
+        reservations in one call)."""
         n = 0
-        try:
-            for pair in wanted:
-                count = held.get(pair, 0)
-                limit = limits[pair[0]]
-                if limit is not None and count >= limit:
-                    break
-                held[pair] = count + 1
-                n += 1
-        except BaseException:
-            self.give_back(wanted[:n])  # (an unknown kind): nothing taken stays held
-            raise
+        for kind, key in wanted:
+            if not self.reserve(kind, key):
+                break
+            n += 1
         return n
 
     def give_back(self, taken: Sequence[tuple[str, str]]) -> None:
         """``release`` each ``(kind, key)`` of ``taken``, last first."""
-        if self._own:
-            for kind, key in reversed(taken):
-                self.release(kind, key)
-            return
-        held = self._held
-        for pair in reversed(taken):
-            count = held.get(pair, 0)
-            if count <= 0:
-                raise RuntimeError(f"release of an unheld {pair[0]} reservation {pair[1]!r}")
-            if count == 1:
-                held.pop(pair)
-            else:
-                held[pair] = count - 1
+        for kind, key in reversed(taken):
+            self.release(kind, key)
 
     def held(self) -> dict[tuple[str, str], int]:
         """Every reservation held now, by (kind, key)."""
@@ -828,13 +796,12 @@ class Master:
                 self.counters.stale_results += 1
                 if disp is not None:
                     self.counters.generation_mismatches += 1
-                if log.isEnabledFor(logging.INFO):  # (the list is joined only to be logged)
-                    log.info(
-                        "stale result from rank %d for %s (its active dispatches are %s): refused",
-                        rank,
-                        work_id[:12],
-                        ", ".join(d.work_id[:12] for d in mine),
-                    )
+                log.info(
+                    "stale result from rank %d for %s (its active dispatches are %s): refused",
+                    rank,
+                    work_id[:12],
+                    ", ".join(d.work_id[:12] for d in mine),
+                )
                 outcome = ResultOutcome(True, None, False, False, False)
             else:
                 gen = disp.generation if disp is not None else presented
@@ -1132,17 +1099,15 @@ class Master:
         skip = set(busy)  # busy, taken or tried in this round
         held = getattr(self.coordinator, "active_owner", None)
         offers = self._pending(skip)
-        catalogue, slots = self.catalogue, self._slots
+        catalogue = self.catalogue
         sends: list[tuple[Rank, Work]] = []
         for rank in idle:
             for work_id in offers:
                 skip.add(work_id)
-                item = catalogue[work_id]
-                if held is not None and held(item.state_task_id) is not None:
+                if held is not None and held(catalogue[work_id].state_task_id) is not None:
                     continue
                 if self.dispatch(work_id, rank).ok:
-                    # ``work_message`` of the dispatch just made: the rank's last one
-                    sends.append((rank, item.work(slots[rank][-1].generation)))
+                    sends.append((rank, self.work_message(rank, work_id)))
                     break
             else:
                 break  # nothing left to offer in this round

@@ -115,7 +115,7 @@ from leasefence.impl.coordfile import (
 from leasefence.impl.durable import replace_durably as _atomic_write
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, UnknownTask
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
-from leasefence.impl.wire import Generation, valid_generation
+from leasefence.impl.wire import MAX_GENERATION_PART, Generation, valid_generation
 
 __all__ = [
     "MAX_AMOUNT",
@@ -292,8 +292,8 @@ class StateShardCoordinator:
 
     def active_owner(self, task_id: str) -> int | None:
         """The owner of the active lease of ``task_id``, or None (no lease, or a stale one)."""
-        lease = self._active(task_id)
-        return None if lease is None else lease.owner
+        lease = self._leases.get(task_id)
+        return None if lease is None or lease.epoch != self._epoch else lease.owner
 
     def stats(self, task_id: str) -> Stats:
         """The statistics of ``task_id``; ``UnknownTask`` if it was never leased (module doc)."""
@@ -321,15 +321,15 @@ class StateShardCoordinator:
         owner with the clock's Unix time and the current epoch, replacing a stale lease. A
         refusal returns False and changes nothing, not even the file (L3).
         """
-        _check_task(task_id)
-        _check_worker(worker)
-        _check_generation(generation)
-        self._check_usable()
-        if self._active(task_id) is not None:
+        _check_token(task_id, worker, generation)
+        if self._failure is not None:
+            self._check_usable()
+        held = self._leases.get(task_id)
+        if held is not None and held.epoch == self._epoch:
             return False
-        now = self._now()
-        lease = StateLease(owner=worker, updated=now, epoch=self._epoch, generation=generation)
-        record = lease_record(task_id, lease)  # before any change: if it raises, none was made
+        lease = StateLease(worker, self._now(), self._epoch, generation)
+        # Before any change: if it raises, none was made (none without a file to write it to).
+        record = None if self._path is None else lease_record(task_id, lease)
         with self._made_change(task_id):
             self._leases[task_id] = lease
             if task_id not in self._stats:
@@ -398,7 +398,7 @@ class StateShardCoordinator:
             with self._change(gone):
                 for t in gone:
                     del self._leases[t]
-                self._log(void_record(gone))
+                self._log(None if self._path is None else void_record(gone))
         return gone
 
     def save(self) -> None:
@@ -460,10 +460,9 @@ class StateShardCoordinator:
     ) -> bool:
         """Free ``task_id`` for its owner's token, booking ``(completions, failures, reward,
         cost)`` (None: nothing) on its statistics."""
-        _check_task(task_id)
-        _check_worker(worker)
-        _check_generation(generation)
-        self._check_usable()
+        _check_token(task_id, worker, generation)
+        if self._failure is not None:
+            self._check_usable()
         lease = self._active(task_id)
         if lease is None or (lease.owner, lease.generation) != (worker, generation):
             return False
@@ -472,7 +471,7 @@ class StateShardCoordinator:
             stats = Stats()
         if booked is not None:
             stats = stats.booked(*booked)
-        record = free_record(task_id, stats)
+        record = None if self._path is None else free_record(task_id, stats)
         with self._made_change(task_id):
             del self._leases[task_id]
             self._stats[task_id] = stats
@@ -501,9 +500,10 @@ class StateShardCoordinator:
         if self._autosave and self._path is not None:
             self.commit()
 
-    def _log(self, record: bytes) -> None:
-        """Keep ``record`` for the next commit (none without a file to write it to)."""
-        if self._path is not None:
+    def _log(self, record: bytes | None) -> None:
+        """Keep ``record`` for the next commit (None: there is no file to write it to, so no
+        record was made: it cost more than the decision, issue 19)."""
+        if record is not None:
             self._pending.append(record)
 
     def _fail(self, failure: str, cause: OSError) -> NoReturn:
@@ -574,6 +574,32 @@ class _Change:
                 coordinator._stats.pop(t, None)
             else:
                 coordinator._stats[t] = stat
+
+
+def _check_token(task_id: object, worker: object, generation: object) -> None:
+    """``_check_task``, ``_check_worker`` and ``_check_generation`` of one call, the plain
+    values every call of the master passes tested first, inline (a call of each check on
+    every decision cost more than the decision's own work, issue 19)."""
+    if (
+        type(task_id) is str
+        and task_id
+        and type(worker) is int
+        and (
+            generation is None
+            or (
+                type(generation) is tuple
+                and len(generation) == 2
+                and type(generation[0]) is int
+                and type(generation[1]) is int
+                and 0 <= generation[0] <= MAX_GENERATION_PART
+                and 0 <= generation[1] <= MAX_GENERATION_PART
+            )
+        )
+    ):
+        return
+    _check_task(task_id)
+    _check_worker(worker)
+    _check_generation(generation)
 
 
 def _check_generation(generation: object) -> None:

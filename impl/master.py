@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
 from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
+from leasefence.impl.frozen import fast_init
 from leasefence.impl.records import unix_stamp
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
@@ -174,11 +175,28 @@ class Reservations:
         else:
             self._held[kind, key] = held - 1
 
+    def take(self, wanted: Sequence[tuple[str, str]]) -> int:
+        """``reserve`` each ``(kind, key)`` of ``wanted`` in order until one is refused; how many
+        were taken (all: ``len(wanted)``), those first ones held (a dispatch's three
+        reservations in one call)."""
+        n = 0
+        for kind, key in wanted:
+            if not self.reserve(kind, key):
+                break
+            n += 1
+        return n
+
+    def give_back(self, taken: Sequence[tuple[str, str]]) -> None:
+        """``release`` each ``(kind, key)`` of ``taken``, last first."""
+        for kind, key in reversed(taken):
+            self.release(kind, key)
+
     def held(self) -> dict[tuple[str, str], int]:
         """Every reservation held now, by (kind, key)."""
         return dict(self._held)
 
 
+@fast_init
 @dataclass(frozen=True)
 class ActiveDispatch:
     """A rank's active dispatch: the work, the authoritative task stored at dispatch time, the
@@ -224,6 +242,7 @@ class DispatchOutcome:
 _DISPATCHED = DispatchOutcome(True, DISPATCH_STEPS, None, ())
 
 
+@fast_init
 @dataclass(frozen=True)
 class ResultOutcome:
     """What the master did with one result (the model's ``ResultOutcome``): whether it was
@@ -636,8 +655,8 @@ class Master:
         task, reservations, generation) and the caller sends the WORK message
         (``work_message``).
         """
-        held = self._slots.get(rank, [])
-        if len(held) >= self.pipeline:
+        held = self._slots.get(rank)
+        if held is not None and len(held) >= self.pipeline:
             raise RankBusy(
                 f"rank {rank} still has {len(held)} active dispatch(es) (pipeline "
                 f"{self.pipeline}): {held[0] if len(held) == 1 else held}"
@@ -652,49 +671,51 @@ class Master:
             ("parameter", item.parameter),
             ("algorithm", item.algorithm),
         )
-        taken: list[str] = []
+        done = 0  # how many of DISPATCH_STEPS were taken, in order
         with self.clock.step() as now:
             try:
-                for step in DISPATCH_STEPS:
-                    if step in RESERVATION_OF:  # reserve_target, _parameter, _algorithm: in order
-                        ok = self.reservations.reserve(*reservations[len(taken)])
-                    elif step == "lease_work":
-                        ok = (
-                            self.journal.lease(work_id, rank)
-                            if gen is None  # (no ``_kw`` dict on every dispatch)
-                            else self.journal.lease(work_id, rank, generation=gen)
-                        )
-                        if ok and gen is not None:
-                            self._generations[rank] = gen[1]  # Bump(r): the counter advances
-                    else:
-                        task = item.state_task_id
-                        ok = (
-                            self.coordinator.lease(task, rank)
-                            if gen is None
-                            else self.coordinator.lease(task, rank, generation=gen)
-                        )
-                    if not ok:
-                        undone = self._reject_dispatch(item, rank, taken, gen)
-                        outcome = DispatchOutcome(False, tuple(taken), step, undone)
-                        if step in RESERVATION_OF:
-                            self.counters.refused_reservations += 1
-                        else:
-                            self.counters.refused_leases += 1
-                        break
-                    taken.append(step)
-                else:
-                    # every step taken: every reservation
-                    disp = ActiveDispatch(work_id, item.state_task_id, reservations, gen)
-                    if held:
-                        held.append(disp)
-                    else:
-                        self._slots[rank] = [disp]
-                    self.counters.dispatched += 1
-                    outcome = _DISPATCHED
+                # The steps of DISPATCH_STEPS in order, each only once the one before was
+                # granted (written out: a loop over the step names cost a fifth of a dispatch).
+                done = self.reservations.take(reservations)
+                ok = done == 3
+                if ok:
+                    ok = (
+                        self.journal.lease(work_id, rank)
+                        if gen is None  # (no ``_kw`` dict on every dispatch)
+                        else self.journal.lease(work_id, rank, generation=gen)
+                    )
+                if ok:
+                    done = 4
+                    if gen is not None:
+                        self._generations[rank] = gen[1]  # Bump(r): the counter advances
+                    task = item.state_task_id
+                    ok = (
+                        self.coordinator.lease(task, rank)
+                        if gen is None
+                        else self.coordinator.lease(task, rank, generation=gen)
+                    )
+                if ok:
+                    done = 5
             except BaseException:
                 # An error (not a refusal) inside a step: leave nothing taken behind.
-                self._reject_dispatch(item, rank, taken, gen)
+                self._reject_dispatch(item, rank, DISPATCH_STEPS[:done], gen)
                 raise
+            if ok:  # every step taken
+                disp = ActiveDispatch(work_id, item.state_task_id, reservations, gen)
+                if held:
+                    held.append(disp)
+                else:
+                    self._slots[rank] = [disp]
+                self.counters.dispatched += 1
+                outcome = _DISPATCHED
+            else:
+                taken, step = DISPATCH_STEPS[:done], DISPATCH_STEPS[done]
+                undone = self._reject_dispatch(item, rank, taken, gen)
+                outcome = DispatchOutcome(False, taken, step, undone)
+                if step in RESERVATION_OF:
+                    self.counters.refused_reservations += 1
+                else:
+                    self.counters.refused_leases += 1
             if self.trace is not None:
                 self.commit()  # a traced step is durable before its line (group of one)
                 self.trace.dispatch_work(work_id, rank, now, outcome.ok, outcome.refused, gen)
@@ -893,8 +914,7 @@ class Master:
         slots.remove(disp)
         if not slots:
             del self._slots[rank]
-        for kind, key in reversed(disp.reservations):
-            self.reservations.release(kind, key)
+        self.reservations.give_back(disp.reservations)  # last taken first
         self._dirty = True
 
     def count_malformed(self, rank: int, error: Exception, claimed: WorkId | None = None) -> None:
@@ -1079,11 +1099,12 @@ class Master:
         skip = set(busy)  # busy, taken or tried in this round
         held = getattr(self.coordinator, "active_owner", None)
         offers = self._pending(skip)
+        catalogue = self.catalogue
         sends: list[tuple[Rank, Work]] = []
         for rank in idle:
             for work_id in offers:
                 skip.add(work_id)
-                if held is not None and held(self.catalogue[work_id].state_task_id) is not None:
+                if held is not None and held(catalogue[work_id].state_task_id) is not None:
                     continue
                 if self.dispatch(work_id, rank).ok:
                     sends.append((rank, self.work_message(rank, work_id)))

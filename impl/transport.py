@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from leasefence.impl.errors import ProtocolError
+from leasefence.impl.frozen import fast_init
 from leasefence.impl.poll import READY, PollPolicy, guess_policy, mpi, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # a worker rank never loads the master's modules (start-up, i
 log = logging.getLogger("leasefence.transport")
 
 
+@fast_init
 @dataclass(frozen=True)
 class Envelope:
     """One received message before decoding: its source rank (the fence), tag and bytes."""
@@ -374,8 +376,13 @@ def master_dispatch(
         send_pending(new)
         return new
 
+    quiet = type(hooks).on_result is DispatchHooks.on_result  # (no closure per result then)
+
     def handle(env: Envelope) -> None:
-        deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
+        if quiet:
+            deliver(master, env)
+        else:
+            deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
 
     master = pump()
     # Until every item is completed or given up, or nothing can change any more (starved).

@@ -52,6 +52,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, NewType
 
 from leasefence.impl.errors import ProtocolError
+from leasefence.impl.frozen import fast_init
 from leasefence.impl.strictjson import strict_hooks
 
 #: The payload version this code speaks; a message with another ``v`` is refused.
@@ -92,6 +93,7 @@ class Tag(IntEnum):
     BYE = 4
 
 
+@fast_init
 @dataclass(frozen=True)
 class Work:
     """WORK: run one exact-work payload. ``state_task_id`` is what the master stored."""
@@ -107,6 +109,7 @@ class Work:
     payload_json: str | None = field(default=None, compare=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Result:
     """RESULT: the outcome of one WORK. ``state_task_id`` is the worker's report (None: old

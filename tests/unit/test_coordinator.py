@@ -242,6 +242,29 @@ def test_a_change_whose_record_cannot_be_made_changes_nothing_with_or_without_au
     assert dict(reloaded.statistics) == before[1]
 
 
+def test_a_coordinator_without_a_file_makes_no_record_and_still_fences(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without a snapshot path nothing is ever written, so no record is made (a record cost
+    # more than the decision, issue 19); the answers are those of a coordinator with a file.
+    # (Fails if a change without a file still makes its record.)
+    def broken(*args: object) -> bytes:
+        raise AssertionError("a record was made without a file")
+
+    monkeypatch.setattr(impl_module, "lease_record", broken)
+    monkeypatch.setattr(impl_module, "free_record", broken)
+    c = StateShardCoordinator(clock=Clock(), autosave=False)
+    assert c.lease("s1", 1, generation=(1, 1))
+    assert not c.lease("s1", 2, generation=(1, 2))  # L1
+    assert not c.complete("s1", 1, reward=1.0, generation=(1, 2))  # L2: another token
+    assert c.complete("s1", 1, reward=1.0, cost=0.5, generation=(1, 1))
+    assert c.stats("s1") == Stats(completions=1, reward=1.0, cost=0.5)
+    assert c.lease("s1", 2)
+    assert c.abandon("s1", 2, cost=0.25)
+    assert not c.pending()
+    assert c.stats("s1") == Stats(completions=1, failures=1, reward=1.0, cost=0.75)
+
+
 def test_the_statistics_of_a_task_never_leased_raise_unknown_task_naming_it() -> None:
     c = StateShardCoordinator(clock=Clock())
     assert c.lease("s1", 1)

@@ -273,6 +273,34 @@ def test_a_successful_dispatch_holds_its_reservations_until_its_result(
     assert m.dispatch(W2, R2).ok
 
 
+@pytest.mark.parametrize("full", ["target", "parameter", "algorithm", None])
+def test_taking_reservations_holds_those_before_the_first_refused_and_gives_them_back(
+    full: str | None,
+) -> None:
+    # ``take`` (a dispatch's three reservations in one call) holds exactly what three
+    # ``reserve`` calls would, stopping at the first refusal; ``give_back`` undoes it. (Fails if
+    # ``take`` goes on past a refusal or ``give_back`` leaves a count behind.)
+    wanted = (("target", "t1"), ("parameter", "bound=16"), ("algorithm", "smt"))
+    fast = Reservations({full: 1} if full else None)
+    slow = Reservations({full: 1} if full else None)
+    if full:
+        key = dict(wanted)[full]
+        assert fast.reserve(full, key)
+        assert slow.reserve(full, key)
+    n = fast.take(wanted)
+    expected = 0
+    for kind, key in wanted:
+        if not slow.reserve(kind, key):
+            break
+        expected += 1
+    assert n == expected == (3 if full is None else [k for k, _ in wanted].index(full))
+    assert fast.held() == slow.held()
+    fast.give_back(wanted[:n])
+    assert fast.held() == ({(full, dict(wanted)[full]): 1} if full else {})
+    with pytest.raises(RuntimeError, match="unheld"):
+        fast.give_back(wanted[:1] if full != "target" else wanted[1:2])
+
+
 # -- fences: late, stale and duplicated results -----------------------------------------------
 
 

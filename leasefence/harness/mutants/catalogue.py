@@ -43,7 +43,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         C,
         (
             (
-                "        if self._active(task_id) is not None:\n            return False\n",
+                "        if held is not None and held.epoch == self._epoch:\n            return False\n",
                 "",
             ),
         ),

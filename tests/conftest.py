@@ -1,9 +1,11 @@
-"""Shared pytest set-up: Hypothesis profiles (``ci`` under CI=true, ``deep`` on demand)."""
+"""Shared pytest set-up: Hypothesis profiles (``ci`` under CI=true, ``deep`` on demand) and the
+time limit of the ``slow`` tests."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dev", max_examples=60, deadline=None)
@@ -33,3 +35,16 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
 
 def pytest_report_header() -> list[str]:
     return [f"hypothesis profile: {settings._current_profile}"]
+
+
+#: The time limit of a ``slow`` test without its own ``timeout`` mark, in seconds. Every other
+#: test has pyproject.toml's ``timeout`` (pytest-timeout): a bug that makes a test hang (a
+#: master loop that never ends) fails that test instead of spending CI's 90 minutes. ``slow``
+#: tests run by hand and some take many minutes, so theirs is larger.
+SLOW_TIMEOUT = 3_600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))

@@ -52,6 +52,9 @@ DISPATCH_STEPS = (
     "lease_work",
     "lease_state",
 )
+#: How many of ``DISPATCH_STEPS`` are taken once the work lease, and then the state lease, is.
+_WORK_LEASED = DISPATCH_STEPS.index("lease_work") + 1
+_STATE_LEASED = DISPATCH_STEPS.index("lease_state") + 1
 #: The reservation kind each reserve step takes.
 RESERVATION_OF = {
     "reserve_target": "target",
@@ -677,7 +680,7 @@ class Master:
                 # The steps of DISPATCH_STEPS in order, each only once the one before was
                 # granted (written out: a loop over the step names cost a fifth of a dispatch).
                 done = self.reservations.take(reservations)
-                ok = done == 3
+                ok = done == len(reservations)  # the reserve steps come first
                 if ok:
                     ok = (
                         self.journal.lease(work_id, rank)
@@ -685,7 +688,7 @@ class Master:
                         else self.journal.lease(work_id, rank, generation=gen)
                     )
                 if ok:
-                    done = 4
+                    done = _WORK_LEASED
                     if gen is not None:
                         self._generations[rank] = gen[1]  # Bump(r): the counter advances
                     task = item.state_task_id
@@ -695,7 +698,7 @@ class Master:
                         else self.coordinator.lease(task, rank, generation=gen)
                     )
                 if ok:
-                    done = 5
+                    done = _STATE_LEASED
             except BaseException:
                 # An error (not a refusal) inside a step: leave nothing taken behind.
                 self._reject_dispatch(item, rank, DISPATCH_STEPS[:done], gen)

@@ -47,7 +47,9 @@ medians), ``goals`` (the goals and the other figures), one module per benchmark 
   as ``leasefence run`` configures it by default (generation fence, depth by TTL up to
   pipeline 64, group commit), since that is what users run; ``master-memory`` (depth 1, rank
   fence) is printed beside it as the latency figure, and ``bare-deep`` (a bare loop as deep
-  as the run's pipeline) as the fairer partner of a pipelined master.
+  as the run's pipeline) as the fairer partner of a pipelined master. ``master-run``,
+  ``bare-deep`` and ``bare`` each run ten times ``--tasks`` round trips (``LONG_JOBS``): a
+  bare job of a few milliseconds measured the scheduler, not the loop.
 - ``memory_journal`` is the benchmark-only in-memory journal (the master's ``Journal``
   protocol, no disk) that isolates the cost of the master's logic; it keeps the generation part
   of the owner token too, for the depth-2 contender.

@@ -205,7 +205,7 @@ def _journal(m: SystemMachine, tmp: Path) -> int:
     if free is not None:
         group = copy("group")
         with WorkLeaseJournal(group, clock=m.clock, sync="group") as j:
-            assert j.lease(free, 1)
+            _same(f"a lease of {free}", j.lease(free, 1), True)
             after = _state(journal_fields(j))
         _same("a group-mode lease committed at close", _state(persisted_journal(group)), after)
         full = copy("full")
@@ -217,7 +217,7 @@ def _journal(m: SystemMachine, tmp: Path) -> int:
         _same("a failed write left the file as it was", _state(persisted_journal(full)), want)
         group_full = copy("group-full")
         j = WorkLeaseJournal(group_full, clock=m.clock, sync="group")
-        assert j.lease(free, 1)
+        _same(f"a lease of {free}", j.lease(free, 1), True)
         with _file_size_limit(group_full.stat().st_size), contextlib.suppress(JournalUnusable):
             j.commit()
         j.close()
@@ -235,7 +235,7 @@ def _journal(m: SystemMachine, tmp: Path) -> int:
         cut = copy("cut")
         cut.write_bytes(data[:-1])
         with WorkLeaseJournal(cut, clock=m.clock) as j:
-            assert j.lease(free, 1)
+            _same(f"a lease of {free}", j.lease(free, 1), True)
             after = _state(journal_fields(j))
         _same(
             "a record after a last line without its newline", _state(persisted_journal(cut)), after
@@ -334,7 +334,7 @@ def _stamps(m: SystemMachine, tmp: Path) -> int:
         p = tmp / "stamps"
         p.write_bytes(_whole_lines(m.journal_path))
         with WorkLeaseJournal(p, clock=partial(float, reading)) as j:
-            assert j.lease(w, 1)
+            _same(f"a lease of {w}", j.lease(w, 1), True)
             _same(f"{name}: the lease's stamp", j.leases[w].updated, stamp)
             fields = journal_fields(j)
         _same(f"{name}: read back", persisted_journal(p), fields)
@@ -354,8 +354,8 @@ def _journal_subclasses(m: SystemMachine, tmp: Path) -> int:
         p = tmp / f"ints-{name}"
         p.write_bytes(_whole_lines(m.journal_path))
         with WorkLeaseJournal(p, clock=m.clock) as j:
-            assert j.lease(leased, 1, gen)
-            assert j.lease(leased_too, rank)
+            _same(f"a lease of {leased}", j.lease(leased, 1, gen), True)
+            _same(f"a lease of {leased_too}", j.lease(leased_too, rank), True)
             _same(f"{name} offline completion of an ID never leased", j.complete(never), True)
             j.recover(0)
             fields = journal_fields(j)
@@ -393,7 +393,7 @@ def _coordinator(m: SystemMachine, tmp: Path) -> int:
     memory = StateShardCoordinator(None, clock=m.clock)
     _raises("save() without a snapshot path", memory.save, CoordinatorError)
     _raises("commit() without a snapshot path", memory.commit, CoordinatorError)
-    assert memory.lease(tasks[0], 1)
+    _same(f"a lease of {tasks[0]}", memory.lease(tasks[0], 1), True)
     _same("discard of an in-memory lease", memory.discard(tasks[0], 1), True)
     _same(
         "discard books nothing",

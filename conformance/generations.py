@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from leasefence.impl.wire import Generation
+from leasefence.impl.generation import Generation
 
 #: The first name given to a token never bound (the model issues ``epoch * GEN_BASE + counter``,
 #: epochs at most a few).

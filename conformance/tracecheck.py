@@ -62,7 +62,7 @@ from leasefence.conformance.traceformat import (
     TraceFormatError,
     parse,
 )
-from leasefence.impl.wire import Generation
+from leasefence.impl.generation import Generation
 from leasefence.model import incremental
 from leasefence.model.check import flatten
 from leasefence.model.invariants import SYSTEM_STEP_PROPERTIES

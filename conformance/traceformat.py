@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-from leasefence.impl.wire import Generation, valid_generation
+from leasefence.impl.generation import Generation, valid_generation
 
 #: The trace format versions this parser reads (``impl.trace.TRACE_VERSION`` is the newest).
 VERSIONS = (1, 2)

@@ -25,9 +25,9 @@ from typing import Final, TypeVar
 
 from leasefence.impl.durable import open_nofollow, read_nofollow, replace_durably, write_all
 from leasefence.impl.errors import SnapshotError
+from leasefence.impl.generation import Generation, valid_generation
 from leasefence.impl.rules import UNIX
 from leasefence.impl.strictjson import float_text, json_scalar, strict_hooks
-from leasefence.impl.wire import Generation, valid_generation
 
 #: The snapshot schema this module writes and reads.
 SCHEMA: Final = 1

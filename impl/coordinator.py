@@ -114,8 +114,8 @@ from leasefence.impl.coordfile import (
 )
 from leasefence.impl.durable import replace_durably as _atomic_write
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, UnknownTask
+from leasefence.impl.generation import MAX_GENERATION_PART, Generation, valid_generation
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
-from leasefence.impl.wire import MAX_GENERATION_PART, Generation, valid_generation
 
 __all__ = [
     "MAX_AMOUNT",

@@ -66,6 +66,7 @@ from leasefence.impl.errors import (
     RecordOutOfRange,
     RecordTooLarge,
 )
+from leasefence.impl.generation import Generation
 from leasefence.impl.records import (
     DONE,
     EVENTS,
@@ -102,7 +103,6 @@ from leasefence.impl.records import (
     validate_work_id,
 )
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
-from leasefence.impl.wire import Generation
 
 
 @contextlib.contextmanager

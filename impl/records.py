@@ -23,9 +23,9 @@ from leasefence.impl.durable import read_nofollow
 from leasefence.impl.errors import (
     InvalidWorkId,
 )
+from leasefence.impl.generation import Generation, valid_generation
 from leasefence.impl.rules import UNIX
 from leasefence.impl.strictjson import float_text, json_scalar
-from leasefence.impl.wire import Generation, valid_generation
 
 #: Longest line (record plus newline) the journal writes, in bytes. A record is about 170 bytes;
 #: only an absurd worker number could exceed this.

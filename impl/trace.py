@@ -35,8 +35,8 @@ from leasefence.impl.durable import open_nofollow
 from leasefence.impl.errors import LeaseError
 
 if TYPE_CHECKING:
+    from leasefence.impl.generation import Generation
     from leasefence.impl.master import ResultOutcome
-    from leasefence.impl.wire import Generation
 
 TRACE_VERSION = 2
 

@@ -53,6 +53,10 @@ from typing import Any, NewType
 
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.frozen import fast_init
+from leasefence.impl.generation import MAX_GENERATION_PART as MAX_GENERATION_PART
+from leasefence.impl.generation import Generation as Generation
+from leasefence.impl.generation import valid_generation as valid_generation
+from leasefence.impl.generation import whole as _whole
 from leasefence.impl.strictjson import strict_hooks
 
 #: The payload version this code speaks; a message with another ``v`` is refused.
@@ -67,10 +71,6 @@ WorkId = NewType("WorkId", str)
 StateTaskId = NewType("StateTaskId", str)
 #: An MPI rank; a worker rank is the owner fence of every lease it holds.
 Rank = NewType("Rank", int)
-#: A dispatch generation ``(epoch, counter)``: with the rank, the owner token of a lease.
-Generation = tuple[int, int]
-#: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
-MAX_GENERATION_PART = 2**63 - 1
 #: The largest ``cpu_s`` a RESULT may report (seconds; about 31,700 years of CPU for one item).
 MAX_CPU_S = 1e12
 #: The largest count a message may carry (BYE ``results``).
@@ -151,21 +151,6 @@ FROM_MASTER = frozenset({Tag.WORK, Tag.STOP})
 def valid_work_id(value: object) -> bool:
     """Whether ``value`` is a work ID: 64 lowercase hexadecimal characters."""
     return isinstance(value, str) and _WORK_ID.fullmatch(value) is not None
-
-
-def valid_generation(value: object) -> bool:
-    """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
-    ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        return False
-    epoch, counter = value
-    if type(epoch) is int and type(counter) is int:  # the common case, without ``_whole``
-        return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
-    return _whole(epoch, MAX_GENERATION_PART) and _whole(counter, MAX_GENERATION_PART)
-
-
-def _whole(value: object, maximum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
 
 
 def claimed_work_id(data: bytes | bytearray | memoryview) -> WorkId | None:

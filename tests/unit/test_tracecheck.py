@@ -695,6 +695,31 @@ def test_help_starts_without_importing_the_model_or_the_implementation(argv: lis
     assert heavy == [], heavy
 
 
+def test_checking_a_trace_imports_of_the_implementation_only_its_generations(
+    tmp_path: Path,
+) -> None:
+    # Issue 18: the whole command is what a pipeline pays, start-up included. The validator
+    # reads generations, not messages: importing the wire's message classes (and the dataclass
+    # machinery they start) cost ~49 million instructions of a 1.7-billion command. Counted in
+    # modules (deterministic), not timed.
+    from leasefence.harness.bench.trace import synthesize
+
+    path = tmp_path / "trace.ndjson"
+    synthesize(path, 20)
+    code = (
+        "import sys\nfrom leasefence.cli import main\n"
+        f"try:\n    main(['trace', 'check', {str(path)!r}])\nexcept SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "print(sorted(m for m in sys.modules if m.startswith('leasefence.impl')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert "OK" in proc.stdout
+    loaded = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert loaded == ["leasefence.impl", "leasefence.impl.generation"]
+
+
 def test_a_run_whose_ranks_are_given_more_generations_than_the_model_checker_bounds_validates(
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,28 @@
+"""A dispatch generation ``(epoch, counter)`` (issue 12): with the rank, the owner token of a
+lease. Part of the wire protocol (``wire``, which re-exports it), the journal's and the
+coordinator's records and the traces, kept in a module of its own so that what reads only
+generations (``trace check``, the journal's records) does not import the wire's message classes.
+"""
+
+from __future__ import annotations
+
+#: A dispatch generation ``(epoch, counter)``: with the rank, the owner token of a lease.
+Generation = tuple[int, int]
+#: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
+MAX_GENERATION_PART = 2**63 - 1
+
+
+def valid_generation(value: object) -> bool:
+    """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
+    ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        return False
+    epoch, counter = value
+    if type(epoch) is int and type(counter) is int:  # the common case, without ``whole``
+        return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
+    return whole(epoch, MAX_GENERATION_PART) and whole(counter, MAX_GENERATION_PART)
+
+
+def whole(value: object, maximum: int) -> bool:
+    """Whether ``value`` is a whole number (an ``int``, not a ``bool``) in ``0..maximum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum

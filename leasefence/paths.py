@@ -3,6 +3,8 @@ project)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 #: The folder of the ``leasefence`` package (symlinks resolved).
@@ -29,6 +31,14 @@ def spec_dir() -> Path:
     wheel ships as package data (``leasefence/spec``, mapped from ``tla/`` in pyproject.toml)."""
     root = checkout()
     return root / "tla" if root is not None else PACKAGE / "spec"
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/leasefence``, else ``~/.cache/leasefence``: the pinned TLC jar
+    (``leasefence.tlc.jar``) and the compiled trace validator (``leasefence.harness.compiled``)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "leasefence"
 
 
 class NeedsCheckout(SystemExit):

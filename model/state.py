@@ -78,7 +78,9 @@ class Hamt(Generic[K, V]):
     #: Whether the last edit certainly changed its entry (a value of another type may be equal).
     _sure: bool
 
-    def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]]) -> None:
+    def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]] | None = None) -> None:
+        if items is None:  # ``Hamt.__new__(Hamt)`` compiled (mypyc) calls ``__init__``
+            return
         m: _Trie[K, V] = _Trie(dict(items))
         if len(m) <= SMALL:
             raise ValueError(f"a Hamt holds more than {SMALL} entries (use as_map)")
@@ -202,19 +204,24 @@ class Hamt(Generic[K, V]):
         return out
 
 
-class HamtSet(abc.Set[K]):
+class HamtSet(Generic[K]):
     """An immutable set of more than ``SMALL`` members that reads as its sorted members:
-    ``HamtSet({...})``; a ``Hamt`` map to None underneath."""
+    ``HamtSet({...})``; a ``Hamt`` map to None underneath. A ``collections.abc.Set`` by
+    registration (below), not by inheritance: compiled by mypyc (``leasefence trace compile``), a
+    class that inherits from the ABC inherits none of its mixins, and ``isinstance(frozenset(),
+    HamtSet)`` came out true."""
 
     __slots__ = ("_cached_hash", "_map")
 
-    def __init__(self, members: Iterable[K]) -> None:
+    def __init__(self, members: Iterable[K] | None = None) -> None:
+        if members is None:  # ``HamtSet.__new__(HamtSet)`` compiled (mypyc) calls ``__init__``
+            return
         self._map: Hamt[K, None] = Hamt((m, None) for m in members)
         self._cached_hash: int | None = None
 
     @classmethod
     def _of(cls, m: Hamt[K, None]) -> HamtSet[K]:
-        s: HamtSet[K] = cls.__new__(cls)
+        s: HamtSet[K] = HamtSet.__new__(HamtSet)
         s._map, s._cached_hash = m, None
         return s
 
@@ -253,6 +260,62 @@ class HamtSet(abc.Set[K]):
     def __repr__(self) -> str:
         return f"HamtSet({{{', '.join(repr(m) for m in self)}}})"
 
+    # The comparisons and operators of a set, written out: ``abc.Set`` gives them as mixins,
+    # which a class compiled by mypyc (``leasefence trace compile``) does not inherit. Results
+    # take the form of their size (``as_ids``), as every set of the model does.
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
+        return len(self) <= len(other) and all(m in other for m in self)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
+        return len(self) < len(other) and all(m in other for m in self)
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
+        return len(self) >= len(other) and all(m in self for m in other)
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
+        return len(self) > len(other) and all(m in self for m in other)
+
+    def isdisjoint(self, other: Iterable[Any]) -> bool:
+        return not any(m in self for m in other)
+
+    def __and__(self, other: abc.Set[Any]) -> Ids[K]:
+        return as_ids(m for m in self if m in other)
+
+    def __rand__(self, other: abc.Set[Any]) -> Ids[K]:
+        return self & other
+
+    def __or__(self, other: abc.Set[Any]) -> Ids[K]:
+        return as_ids((*self, *other))
+
+    def __ror__(self, other: abc.Set[Any]) -> Ids[K]:
+        return self | other
+
+    def __sub__(self, other: abc.Set[Any]) -> Ids[K]:
+        drop = set(other)
+        return as_ids(m for m in self if m not in drop)
+
+    def __rsub__(self, other: abc.Set[Any]) -> Ids[K]:
+        return as_ids(m for m in other if m not in self)
+
+    def __xor__(self, other: abc.Set[Any]) -> Ids[K]:
+        theirs = set(other)
+        return as_ids(
+            (*(m for m in self if m not in theirs), *(m for m in theirs if m not in self))
+        )
+
+    def __rxor__(self, other: abc.Set[Any]) -> Ids[K]:
+        return self ^ other
+
+
+abc.Set.register(HamtSet)
 
 #: A map: a sorted tuple of (key, value) pairs up to ``SMALL`` entries, else ``Hamt``.
 Map: TypeAlias = tuple[tuple[K, V], ...] | Hamt[K, V]
@@ -420,7 +483,7 @@ def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
         return a._map.changed(b._map)  # type: ignore[union-attr]
     if ta is frozenset and tb is frozenset:
         return list(a ^ b)  # type: ignore[operator]
-    if ta is tuple and tb is tuple:  # before the ABC test below, which costs a microsecond
+    if ta is tuple and tb is tuple:
         a, b = unshared(a, b)  # type: ignore[arg-type]
         # One side's rest empty (an insertion or a removal, most edits): the other's keys are
         # absent from the shared parts of both (each map's keys are distinct), so all differ.
@@ -432,7 +495,7 @@ def changed(a: Map[K, Any] | Ids[K], b: Map[K, Any] | Ids[K]) -> list[K]:
             (k, old), (key, v) = a[0], b[0]
             if k == key:
                 return [] if old is v or old == v else [k]
-    elif isinstance(a, abc.Set):
+    elif isinstance(a, (frozenset, HamtSet)):  # a set either side of SMALL
         return list(set(a) ^ set(b))  # type: ignore[arg-type]
     rest = dict(a)
     out: list[K] = []

@@ -1,5 +1,5 @@
-"""Shared pytest set-up: Hypothesis profiles (``ci`` under CI=true, ``deep`` on demand) and the
-time limit of the ``slow`` tests."""
+"""Shared pytest set-up: Hypothesis profiles (``ci`` under CI=true, ``deep`` on demand), the
+time limit of the ``slow`` tests, and which trace validator the suite runs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,15 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from leasefence.harness.compiled import ENGINE_ENV, activate, engine_from_env
+
+# The suite runs the interpreted modules, the reference, whatever the user's cache holds (and so
+# do the commands its tests start, which inherit the variable); LEASEFENCE_ENGINE=compiled runs
+# it against the compiled validator instead (tests/unit/test_compiled.py does, for the trace
+# checker's tests). Activated here, before any test module imports the model.
+os.environ.setdefault(ENGINE_ENV, "interpreted")
+ENGINE_BUILD = activate(engine_from_env())
 
 settings.register_profile("dev", max_examples=60, deadline=None)
 # Hypothesis loads its own "ci" profile when it detects CI (CI=true), with derandomize=True,
@@ -34,7 +43,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
 
 
 def pytest_report_header() -> list[str]:
-    return [f"hypothesis profile: {settings._current_profile}"]
+    engine = f"compiled ({ENGINE_BUILD})" if ENGINE_BUILD else "interpreted"
+    return [f"hypothesis profile: {settings._current_profile}", f"trace validator: {engine}"]
 
 
 #: The time limit of a ``slow`` test without its own ``timeout`` mark, in seconds. Every other

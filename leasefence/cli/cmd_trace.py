@@ -23,15 +23,73 @@ def configure(p: argparse.ArgumentParser) -> None:
             "(--pipeline N) replay at their depth and fence, generation by generation; a step a "
             "killed master made durable but never traced is accepted when the model allows it. "
             "Exit 0: the trace is a behaviour of the model that keeps every invariant; "
-            "1: divergence; 2: the file is unreadable or not a trace."
+            "1: divergence; 2: the file is unreadable or not a trace. "
+            "It runs the compiled validator when `leasefence trace compile` has built one for "
+            "these very sources (about 1.7x faster; the same source, the same verdicts), else "
+            "the interpreted one."
         ),
     )
     c.add_argument("trace", type=Path, nargs="+", help="trace file(s) (NDJSON)")
+    c.add_argument(
+        "--engine",
+        choices=("auto", "compiled", "interpreted"),
+        default=None,
+        help=(
+            "auto: the compiled validator when built for these sources, else the interpreted "
+            "one; compiled: fail (exit 2) without a build; interpreted: never load it "
+            "(default: $LEASEFENCE_ENGINE, else auto)"
+        ),
+    )
     c.set_defaults(func=run_check)
+    b = tsub.add_parser(
+        "compile",
+        help="build the compiled trace validator with mypyc (about a minute, once per source)",
+        description=(
+            "Compiles the model and the trace checker's modules with mypyc (it comes with mypy: "
+            "`pip install 'leasefence[dev]'`; needs a C compiler and Python's headers) into the "
+            "user's cache ($XDG_CACHE_HOME/leasefence/compiled, else ~/.cache/leasefence/"
+            "compiled), keyed by the hash of the sources and the Python, never beside the "
+            "sources. `trace check` then runs it. A build for other sources is never loaded: "
+            "after an edit, compile again. Exit 0: built or up to date; 2: cannot build here."
+        ),
+    )
+    b.add_argument("--force", action="store_true", help="build again even if up to date")
+    b.add_argument(
+        "--status",
+        action="store_true",
+        help="only say whether a build for these sources exists (exit 0) or not (exit 1)",
+    )
+    b.set_defaults(func=run_compile)
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    from leasefence.harness.compiled import CompileError, builds_dir, built, compile_validator, key
+
+    if args.status:
+        done = built()
+        if done is None:
+            print(f"no compiled validator for these sources (key {key()}) in {builds_dir()}")
+            return 1
+        print(f"compiled validator for these sources: {done}")
+        return 0
+    try:
+        compile_validator(say=lambda line: print(line, flush=True), force=args.force)
+    except CompileError as exc:
+        print(f"leasefence trace compile: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run_check(args: argparse.Namespace) -> int:
-    # Imported here, not at the top: `trace check --help` then starts without the model.
+    from leasefence.harness.compiled import EngineError, activate, engine_from_env
+
+    try:
+        activate(args.engine or engine_from_env())
+    except EngineError as exc:
+        print(f"leasefence trace check: {exc}", file=sys.stderr)
+        return 2
+    # Imported here, not at the top: `trace check --help` then starts without the model, and
+    # the compiled modules, when activated above, are the ones imported.
     from leasefence.conformance.tracecheck import TraceFormatError, validate
 
     status = 0

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from leasefence.paths import cache_dir as cache_dir
+
 #: The pinned TLC release: the last immutable one (TLC2 Version 2.19 of 08 August 2024).
 TLC_VERSION = "1.7.4"
 TLA2TOOLS_SHA256 = "936a262061c914694dfd669a543be24573c45d5aa0ff20a8b96b23d01e050e88"
@@ -59,13 +61,6 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/leasefence``, else ``~/.cache/leasefence``."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
-    return Path(base) / "leasefence"
 
 
 def download_jar(dest: Path, url: str = TLA2TOOLS_URL, timeout: float = DOWNLOAD_TIMEOUT) -> Jar:

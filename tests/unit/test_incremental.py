@@ -3,6 +3,7 @@ give the same answers as the plain definitions they stand in for."""
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import gc
 import pickle
@@ -152,6 +153,32 @@ def test_a_set_edited_at_random_holds_compares_and_prints_as_the_set_it_stands_f
         (a, ra), (b, rb) = rng.choice(versions), rng.choice(versions)
         assert sorted(changed(a, b)) == sorted(ra ^ rb)
         assert (a == b) == (ra == rb)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.frozensets(st.integers(0, 2 * SMALL), max_size=2 * SMALL),
+    st.frozensets(st.integers(0, 2 * SMALL), max_size=2 * SMALL),
+)
+def test_a_large_set_compares_and_combines_with_any_set_as_the_set_it_stands_for(
+    ra: frozenset[int], rb: frozenset[int]
+) -> None:
+    """``HamtSet`` writes out the comparisons and operators ``collections.abc.Set`` would mix in
+    (a compiled class inherits none): each gives what Python's sets give, either operand large or
+    small, and every result has the form of its size."""
+    a, b = as_ids(ra), as_ids(rb)
+    assert isinstance(a, collections.abc.Set)
+    assert isinstance(b, collections.abc.Set)
+    assert not isinstance(frozenset(ra), HamtSet)  # a frozenset is never taken for a large set
+    for x, y in ((a, b), (a, frozenset(rb)), (frozenset(ra), b)):
+        if type(x) is not HamtSet and type(y) is not HamtSet:
+            continue  # two frozensets: Python's own
+        rx, ry = ra, rb
+        assert (x <= y, x < y, x >= y, x > y) == (rx <= ry, rx < ry, rx >= ry, rx > ry)
+        assert x.isdisjoint(y) == rx.isdisjoint(ry)
+        for got, want in ((x & y, rx & ry), (x | y, rx | ry), (x - y, rx - ry), (x ^ y, rx ^ ry)):
+            assert got == as_ids(want)
+            assert type(got) is type(as_ids(want))
 
 
 def _full(before: State, after: State, b: Bounds) -> list[str]:

@@ -1,0 +1,156 @@
+"""The compiled trace validator (``leasefence trace compile``) is the interpreted one compiled: it
+is loaded only for the sources it was built from, gives the same report as the interpreted one on
+a corpus of traces (correct runs, divergent runs, malformed files), and passes the trace
+checker's own tests, the planted violation of every invariant among them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from leasefence.cli import main
+from leasefence.harness import compiled
+from leasefence.harness.bench.trace import synthesize
+from leasefence.paths import ROOT
+
+SEED = "20261130"
+
+
+@pytest.fixture(scope="module")
+def build() -> Path:
+    """A build for these sources in the user's cache (made once, about a minute on two cores;
+    kept for later runs), or a skip saying why none can be made here."""
+    try:
+        return compiled.compile_validator(say=lambda _line: None)
+    except compiled.CompileError as exc:
+        pytest.skip(f"no compiled trace validator can be built here: {exc}")
+
+
+def _check(path: Path, engine: str) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "leasefence", "trace", "check", "--engine", engine, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ, LEASEFENCE_ENGINE="interpreted"),  # --engine decides, not the env
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _corpus(where: Path) -> dict[str, int]:
+    """Trace files and the exit status each must give: correct, divergent and malformed."""
+    good = where / "good.ndjson"
+    synthesize(good, 300)
+    lines = good.read_text().splitlines()
+    first_dispatch = next(i for i, line in enumerate(lines) if '"DispatchWork"' in line)
+    first_result = next(i for i, line in enumerate(lines) if '"DeliverResult"' in line)
+    files = {"good.ndjson": 0}
+
+    def variant(name: str, edited: list[str], status: int) -> None:
+        (where / name).write_text("\n".join(edited) + "\n")
+        files[name] = status
+
+    # a result for a dispatch that never happened: no lease of that rank holds the work
+    variant("no-dispatch.ndjson", lines[:first_dispatch] + lines[first_dispatch + 1 :], 1)
+    # the same result delivered twice in a row: the second completes nothing the model allows
+    variant("twice.ndjson", lines[: first_result + 1] + lines[first_result:], 1)
+    rec = json.loads(lines[first_result])
+    for field, value, name in (
+        ("now", "soon", "now-text"),
+        ("now", float("nan"), "now-nan"),
+        ("r", "1", "rank-text"),
+        ("ok", 1, "ok-int"),
+    ):
+        bad = dict(rec, **{field: value})
+        edited = [*lines[:first_result], json.dumps(bad), *lines[first_result + 1 :]]
+        variant(f"{name}.ndjson", edited, 2)
+    header = json.loads(lines[0])
+    variant("version-99.ndjson", [json.dumps(dict(header, version=99)), *lines[1:]], 2)
+    return files
+
+
+def test_compiled_and_interpreted_validators_give_the_same_report_on_a_corpus(
+    build: Path, tmp_path: Path
+) -> None:
+    for name, status in _corpus(tmp_path).items():
+        compiled_run = _check(tmp_path / name, "compiled")
+        interpreted_run = _check(tmp_path / name, "interpreted")
+        assert interpreted_run[0] == status, (name, interpreted_run)
+        assert compiled_run == interpreted_run, name
+
+
+def test_the_trace_checkers_tests_pass_against_the_compiled_validator(build: Path) -> None:
+    """Its unit tests, run in a pytest whose modules are the build's: every step rule, the
+    incremental checks against the full ones on every CI-graph transition, and the planted
+    violation of each invariant that the incremental checks must report."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"--hypothesis-seed={SEED}",
+            "tests/unit/test_tracecheck.py",
+            "tests/unit/test_incremental.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ, LEASEFENCE_ENGINE="compiled"),
+    )
+    assert f"trace validator: compiled ({build})" in proc.stdout, proc.stdout[-2000:]
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert " passed" in proc.stdout
+    assert " failed" not in proc.stdout
+
+
+def test_a_build_is_keyed_by_every_byte_of_the_sources_it_was_made_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = compiled.key()
+    real = compiled.source_of
+    for module in (*compiled.COMPILED, *compiled.INPUTS):
+        copy = tmp_path / "edited.py"
+        copy.write_bytes(real(module).read_bytes() + b"\n# edited\n")
+        monkeypatch.setattr(
+            compiled, "source_of", lambda m, mod=module, c=copy: c if m == mod else real(m)
+        )
+        assert compiled.key() != before, module
+    monkeypatch.setattr(compiled, "source_of", real)
+    assert compiled.key() == before
+
+
+def test_without_a_finished_build_trace_check_runs_interpreted_or_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (compiled.builds_dir() / compiled.key()).mkdir(parents=True)  # unfinished: no BUILD.json
+    assert compiled.built() is None
+    assert compiled.activate("auto") is None
+    assert compiled.activate("interpreted") is None
+    with pytest.raises(compiled.EngineError, match="run `leasefence trace compile` first"):
+        compiled.activate("compiled")
+    trace = tmp_path / "t.ndjson"
+    synthesize(trace, 20)
+    assert main(["trace", "check", "--engine", "compiled", str(trace)]) == 2
+    assert "leasefence trace compile" in capsys.readouterr().err
+    assert main(["trace", "check", "--engine", "auto", str(trace)]) == 0
+    assert main(["trace", "compile", "--status"]) == 1
+    assert "no compiled validator for these sources" in capsys.readouterr().out
+
+
+def test_an_unknown_engine_in_the_environment_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv(compiled.ENGINE_ENV, "fast")
+    trace = tmp_path / "t.ndjson"
+    synthesize(trace, 20)
+    assert main(["trace", "check", str(trace)]) == 2
+    assert "LEASEFENCE_ENGINE='fast'" in capsys.readouterr().err

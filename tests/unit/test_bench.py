@@ -67,14 +67,18 @@ def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
 ) -> None:
     goals = report_json["goals"]
     assert isinstance(goals, list)
-    assert len(goals) == 15
+    assert len(goals) == 17
     assert {g["status"] for g in goals} <= {"PASS", "MISS", "SKIP"}
     dispatch = [g for g in goals if "master" in g["name"]]
     assert [g["status"] for g in dispatch] == ["SKIP", "SKIP"]  # dispatch was not run
     assert all(g["value"] is not None for g in goals if g["name"].startswith("journal"))
     # the trace goals read the sizes they name: 2,000 items is in the tiny run, 10^5 is not
     trace = {g["name"]: g["value"] for g in goals if g["name"].startswith("trace check")}
-    assert trace["trace check, 2,000-item run"] > 0
+    assert trace["trace check, 2,000-item run, in process"] > 0
+    assert trace["trace check, 2,000-item run, interpreted"] > 0
+    # the whole command compiled: measured wherever the validator can be built, else why not
+    whole = report_json["results"]["trace"]["whole_command"]  # type: ignore[index]
+    assert (trace["trace check, 2,000-item run"] is None) == ("compiled_error" in whole)
     assert trace["trace check, 100,000-item run"] is None
     assert trace["trace check, step cost largest / smallest run"] > 0
     assert report_json["schema"] == 1

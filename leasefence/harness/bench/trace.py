@@ -14,8 +14,10 @@ grows with N.
 from __future__ import annotations
 
 import hashlib
+import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -141,6 +143,10 @@ def bench_trace(sizes: Sizes, where: Path, say: Say) -> dict[str, Any]:
             f"    {items:>9,} items  {lines:>9,} lines  {seconds:7.2f} CPU s  "
             f"{report.steps / seconds:>9,.0f} steps/s{spread}  peak RSS {peak:,.0f} MB"
         )
+    if WHOLE_AT in counts:
+        whole = whole_command(where / f"trace-{WHOLE_AT}.ndjson", rows[str(WHOLE_AT)]["steps"], say)
+    else:
+        whole = {}
     first, last = rows[str(counts[0])], rows[str(counts[-1])]
     growth = (last["cpu_s"] / last["steps"]) / (first["cpu_s"] / first["steps"])
     say(f"  per-step cost at {counts[-1]:,} items / at {counts[0]:,}: {growth:.2f}x")
@@ -149,4 +155,69 @@ def bench_trace(sizes: Sizes, where: Path, say: Say) -> dict[str, Any]:
         "steps_per_s": {k: v["steps_per_s"] for k, v in rows.items()},
         "largest_steps_per_s": last["steps_per_s"],
         "step_cost_growth": growth,
+        "whole_command": whole,
     }
+
+
+#: The size whose trace is also checked by the whole command, start-up included (issue 18 counts
+#: the CPU seconds of ``leasefence trace check``).
+WHOLE_AT = 2_000
+
+
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def whole_command(path: Path, steps: float, say: Say) -> dict[str, Any]:
+    """Steps per CPU second of the whole ``leasefence trace check`` of ``path`` (start-up,
+    imports and output included), the interpreted and the compiled validator alternately, best
+    of ``REPEATS`` each. The compiled one is built first if there is none for these sources
+    (``leasefence trace compile``, about a minute once); where it cannot be, the row says why."""
+    from leasefence.harness.compiled import CompileError, compile_validator
+
+    engines = ["interpreted", "compiled"]
+    out: dict[str, Any] = {}
+    try:
+        compile_validator(say=lambda line: say(f"    {line}"))
+    except CompileError as exc:
+        say(f"    no compiled validator here: {exc}")
+        out["compiled_error"] = str(exc)
+        engines.remove("compiled")
+    cpu: dict[str, list[float]] = {e: [] for e in engines}
+    env = dict(os.environ)
+    env.pop("LEASEFENCE_ENGINE", None)  # --engine decides
+    for _ in range(REPEATS):
+        for engine in engines:
+            before = _child_cpu()
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "leasefence",
+                    "trace",
+                    "check",
+                    "--engine",
+                    engine,
+                    str(path),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                env=env,
+            )
+            cpu[engine].append(_child_cpu() - before)
+    for engine, times in cpu.items():
+        best = min(times)
+        out[f"{engine}_cpu_s"] = best
+        out[f"{engine}_steps_per_s"] = steps / best
+        say(
+            f"    whole `trace check` of {WHOLE_AT:,} items, {engine:<11}  {best:5.2f} CPU s  "
+            f"{steps / best:>9,.0f} steps/s (best of {len(times)}, median "
+            f"{steps / statistics.median(times):,.0f})"
+        )
+    if "compiled" in cpu:
+        out["compiled_over_interpreted"] = out["interpreted_cpu_s"] / out["compiled_cpu_s"]
+        say(
+            f"    compiled / interpreted, steps per CPU second: {out['compiled_over_interpreted']:.2f}x"
+        )
+    return out

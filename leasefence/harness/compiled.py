@@ -23,10 +23,8 @@ functions over named tuples are what mypyc compiles well (README, issue 18).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, MutableSequence
@@ -34,6 +32,11 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 from leasefence.paths import PACKAGE, cache_dir
+
+try:  # CPython's own BLAKE2: hashlib would start OpenSSL first (11 M instructions, every run)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - another Python
+    from hashlib import blake2b
 
 #: The modules compiled: everything ``trace check`` runs per step (the model, the trace reader,
 #: the replay). ``model/bounds.py`` stays interpreted: mypyc makes a ``cached_property`` a plain
@@ -90,11 +93,11 @@ def source_of(module: str) -> Path:
 
 def key(modules: Iterable[str] = COMPILED + INPUTS) -> str:
     """What a build is made of: the Python (version and ABI) and the bytes of each source."""
-    h = hashlib.sha256()
+    h = blake2b(digest_size=12)
     h.update(f"{sys.version}\0{sys.implementation.cache_tag}\0".encode())
     for m in modules:
         h.update(m.encode() + b"\0" + source_of(m).read_bytes() + b"\0")
-    return h.hexdigest()[:24]
+    return h.hexdigest()
 
 
 def builds_dir() -> Path:
@@ -176,6 +179,8 @@ KEEP = 4
 def _prune(keep: Path) -> None:
     """Remove all but the ``KEEP`` newest finished builds (and ``keep``); unfinished
     temporary folders older than a day (a build killed midway) too."""
+    import shutil
+
     done = sorted(
         (d for d in builds_dir().iterdir() if (d / DONE).is_file() and d != keep),
         key=lambda d: (d / DONE).stat().st_mtime,
@@ -187,6 +192,7 @@ def _prune(keep: Path) -> None:
 
 
 def _need_toolchain() -> None:
+    import shutil
     import sysconfig
 
     try:
@@ -212,6 +218,7 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
     Returns its folder. Built in a temporary folder beside the builds and renamed into place,
     so a build interrupted, or two at once, never leaves a folder that loads half a build."""
     import json
+    import shutil
     import subprocess
     import tempfile
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import select
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -61,7 +59,6 @@ NEEDS_CHECKOUT: dict[str, str] = {
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
@@ -116,12 +113,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Stop quietly, as a process killed by SIGPIPE would. Python flushes stdout again at
         # exit, which would fail and print a warning: point it at /dev/null first.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_CLOSED_PIPE
+        return _closed_pipe_status()
     return status
+
+
+def _closed_pipe_status() -> int:
+    """The exit status of a process killed by SIGPIPE (128 + 13), as a stopped pipe reader's
+    writer ends. (``signal`` is imported here, not at the top: it builds three enums.)"""
+    import signal
+
+    return 128 + signal.SIGPIPE
 
 
 def _stdout_reader_gone() -> bool:
     """Whether stdout is a pipe whose reader has closed it (``leasefence ... | head``)."""
+    import select  # here, not at the top: only a broken pipe needs it
+
     try:
         poll = select.poll()
         poll.register(sys.stdout.fileno(), select.POLLOUT)

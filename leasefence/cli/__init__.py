@@ -13,8 +13,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from leasefence.paths import NeedsCheckout, require_checkout
-
 # Subcommand -> (module with ``configure(parser)``, one-line help).
 COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("leasefence.cli.cmd_model", "the executable reference model"),
@@ -98,10 +96,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     try:
         if args.command in NEEDS_CHECKOUT:
+            from leasefence.paths import require_checkout
+
             require_checkout(args.command, NEEDS_CHECKOUT[args.command])
         status: int = args.func(args)
         sys.stdout.flush()  # a closed pipe surfaces here, not in Python's flush at exit
-    except NeedsCheckout as exc:
+    except SystemExit as exc:
+        # leasefence.paths (and pathlib, ~18 million instructions) is imported by the commands
+        # that use it, not here: a NeedsCheckout was raised by its code, so it is loaded.
+        from leasefence.paths import NeedsCheckout
+
+        if not isinstance(exc, NeedsCheckout):
+            raise
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -59,9 +59,14 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None, *, alone: bool = False) -> argparse.ArgumentParser:
     """The ``leasefence`` parser; the subcommand ``chosen`` (every one when None) is configured
-    in full, the others only named with their help line."""
+    in full, the others only named with their help line, or not at all when ``alone``.
+
+    ``main`` asks for ``chosen`` alone when it is the first word of the command line: the list
+    of commands is then never shown (only the top-level help, whose ``-h`` would come first,
+    and an unknown command's error print it; usage lines say ``COMMAND``), and naming the
+    eight others would cost every command ~6 million instructions of argparse."""
     parser = argparse.ArgumentParser(
         prog="leasefence",
         description=(
@@ -74,6 +79,8 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="leasefence 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_line) in COMMANDS.items():
+        if alone and name != chosen:
+            continue
         p = sub.add_parser(name, help=help_line, description=help_line)
         if chosen is None or name == chosen:
             importlib.import_module(module_name).configure(p)
@@ -92,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand; returns the process exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     chosen = _chosen(args_list)
-    parser = build_parser(chosen or "")
+    parser = build_parser(chosen or "", alone=chosen is not None and args_list[0] == chosen)
     args = parser.parse_args(args_list)
     try:
         if args.command in NEEDS_CHECKOUT:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import gc
 import json
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasefence.cli import main
+from leasefence.cli import COMMANDS, build_parser, main
 from leasefence.cli.cmd_trace import trace_path
 from leasefence.conformance.tracecheck import TraceFormatError, validate
 
@@ -696,6 +697,21 @@ def test_help_starts_without_importing_the_model_or_the_implementation(argv: lis
     ]
     assert "usage:" in proc.stdout
     assert heavy == [], heavy
+
+
+def test_a_command_given_first_is_parsed_alone_and_the_help_before_it_lists_every_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # main() names only the chosen subcommand when it is the command line's first word (the
+    # eight others cost ~6 million instructions of argparse); an option before it, such as
+    # `-h`, still gets the full parser, whose help lists every command.
+    parser = build_parser("trace", alone=True)
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(sub.choices) == ["trace"]
+    with pytest.raises(SystemExit):
+        main(["-h", "trace"])
+    shown = capsys.readouterr().out
+    assert [c for c in COMMANDS if not re.search(rf"^    {c}\b", shown, re.MULTILINE)] == []
 
 
 def test_checking_a_trace_imports_of_the_implementation_only_its_generations(

@@ -17,11 +17,20 @@ help:
 	@echo "make bench   - run the side-by-side benchmarks (leasefence bench)"
 	@echo "make clean   - remove .venv and generated reports"
 
-$(STAMP): pyproject.toml
+# editable_mode=compat: the editable install is one path entry (this folder) in a .pth file,
+# not setuptools' default import-hook finder, whose .pth imports pathlib, re, urllib.parse and
+# importlib.util at every interpreter start (python -c pass: 88 -> 39 M instructions). The
+# package is found through the leasefence/model, impl and conformance symlinks; leasefence.spec
+# (tla/) is package data only a wheel needs (leasefence.paths.spec_dir reads tla/ here).
+# setuptools (84 here) calls compat mode transitional: should a release drop it, the install
+# falls back to the default mode, slower to start but the same package.
+# The Makefile is a prerequisite so that an older .venv is reinstalled in this mode.
+$(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "leasefence needs Python >= 3.11; found " + sys.version.split()[0] + " (set PYTHON=...)")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat \
+	  || $(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
 lint: $(STAMP)

@@ -9,8 +9,6 @@ implementation's containers, so that ``trace check`` imports no more than it run
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from leasefence.impl.generation import Generation
 
 #: The first name given to a token never bound (the model issues ``epoch * GEN_BASE + counter``,
@@ -18,15 +16,34 @@ from leasefence.impl.generation import Generation
 FRESH = 10**15
 
 
-@dataclass
 class GenerationNames:
     """The bijection between the implementation's owner tokens ``(rank, epoch, counter)`` and the
     model's ``(rank, generation)`` (integers; ``0`` is "none"): each rank's counter restarts
-    at a restart, so a model generation is unique per rank only. See the module's notes."""
+    at a restart, so a model generation is unique per rank only. See the module's notes.
 
-    names: dict[tuple[int, int, int], int] = field(default_factory=dict)
-    tokens: dict[tuple[int, int], tuple[int, int, int]] = field(default_factory=dict)
-    fresh: int = FRESH
+    A plain class with the ``__init__``, ``__repr__`` and ``__eq__`` a dataclass would have
+    (``None`` for ``names`` or ``tokens``: a new empty dict): creating a dataclass costs ~2
+    million instructions at import, paid by every ``trace check``."""
+
+    def __init__(
+        self,
+        names: dict[tuple[int, int, int], int] | None = None,
+        tokens: dict[tuple[int, int], tuple[int, int, int]] | None = None,
+        fresh: int = FRESH,
+    ) -> None:
+        self.names: dict[tuple[int, int, int], int] = {} if names is None else names
+        self.tokens: dict[tuple[int, int], tuple[int, int, int]] = {} if tokens is None else tokens
+        self.fresh = fresh
+
+    def __repr__(self) -> str:
+        return (
+            f"GenerationNames(names={self.names!r}, tokens={self.tokens!r}, fresh={self.fresh!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, GenerationNames) and other.__class__ is self.__class__:
+            return (self.names, self.tokens, self.fresh) == (other.names, other.tokens, other.fresh)
+        return NotImplemented  # (defining __eq__ leaves the class unhashable, as a dataclass)
 
     def bind(self, rank: int, generation: Generation | None, model_gen: int) -> None:
         """Pair ``rank``'s implementation ``generation`` with the model's ``model_gen``; both

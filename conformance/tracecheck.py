@@ -44,7 +44,7 @@ from __future__ import annotations
 import copy
 import gc
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from leasefence.conformance.generations import GenerationNames
@@ -64,7 +64,6 @@ from leasefence.conformance.traceformat import (
 )
 from leasefence.impl.generation import Generation
 from leasefence.model import incremental
-from leasefence.model.check import flatten
 from leasefence.model.invariants import SYSTEM_STEP_PROPERTIES
 from leasefence.model.journal import lease_work
 from leasefence.model.rules import CLOCK_LEGACY, CLOCK_UNIX
@@ -123,20 +122,64 @@ def check_invariants(
     )
 
 
-@dataclass
-class TraceReport:
+class _Record:
+    """``__repr__`` and ``__eq__`` as a dataclass's, over the attributes named in ``_fields``.
+    TraceReport and Replay are plain classes: creating a dataclass costs ~2 million
+    instructions at import, paid by every ``trace check``."""
+
+    _fields: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._fields)
+        return f"{self.__class__.__qualname__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return tuple(getattr(self, k) for k in self._fields) == tuple(
+            getattr(other, k) for k in self._fields
+        )
+
+
+class TraceReport(_Record):
     """The outcome of one validation: steps replayed, per-action counts, the first divergence."""
 
-    steps: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-    rollbacks: int = 0
-    divergence: str | None = None
-    line: int | None = None
-    torn_tail: bool = False
-    lost_steps: int = 0
-    crashes: dict[str, int] = field(default_factory=dict)
-    pipeline: int = 1
-    fence: str = "rank"
+    _fields: tuple[str, ...] = (
+        "steps",
+        "counts",
+        "rollbacks",
+        "divergence",
+        "line",
+        "torn_tail",
+        "lost_steps",
+        "crashes",
+        "pipeline",
+        "fence",
+    )
+
+    def __init__(
+        self,
+        steps: int = 0,
+        counts: dict[str, int] | None = None,
+        rollbacks: int = 0,
+        divergence: str | None = None,
+        line: int | None = None,
+        torn_tail: bool = False,
+        lost_steps: int = 0,
+        crashes: dict[str, int] | None = None,
+        pipeline: int = 1,
+        fence: str = "rank",
+    ) -> None:
+        self.steps = steps
+        self.counts: dict[str, int] = {} if counts is None else counts
+        self.rollbacks = rollbacks
+        self.divergence = divergence
+        self.line = line
+        self.torn_tail = torn_tail
+        self.lost_steps = lost_steps
+        self.crashes: dict[str, int] = {} if crashes is None else crashes
+        self.pipeline = pipeline
+        self.fence = fence
 
     @property
     def ok(self) -> bool:
@@ -153,6 +196,10 @@ def tick(seconds: float) -> int:
 
 
 def state_text(s: State) -> str:
+    # Imported here: only a divergence's message needs it, and model.check's dataclasses cost
+    # every trace check ~7 million instructions at import.
+    from leasefence.model.check import flatten
+
     return "; ".join(f"{k}={v!r}" for k, v in flatten(s).items())
 
 
@@ -182,22 +229,38 @@ def bounds_from_header(header: Header) -> Bounds:
 _new = tuple.__new__
 
 
-@dataclass
-class Replay:
+class Replay(_Record):
     """The model's side of a replay in progress: bounds, state, the pairing of generations,
     the clock of the last traced step (``since``), and what was counted so far."""
 
-    b: Bounds
-    s: State = field(default_factory=initial_state)
-    names: GenerationNames = field(default_factory=GenerationNames)
-    since: int = 0
-    steps: int = 0
-    rollbacks: int = 0
-    lost_steps: int = 0
-    crashes: dict[str, int] = field(default_factory=dict)
-    #: A whole step lost to a kill and replayed at the restart that read it from disk: its name
-    #: and the state after it (``validate`` checks it as a step of its own, before the restart).
-    lost: tuple[str, State] | None = None
+    _fields: tuple[str, ...] = (
+        *("b", "s", "names", "since", "steps", "rollbacks", "lost_steps", "crashes", "lost"),
+    )
+
+    def __init__(
+        self,
+        b: Bounds,
+        s: State | None = None,
+        names: GenerationNames | None = None,
+        since: int = 0,
+        steps: int = 0,
+        rollbacks: int = 0,
+        lost_steps: int = 0,
+        crashes: dict[str, int] | None = None,
+        lost: tuple[str, State] | None = None,
+    ) -> None:
+        self.b = b
+        self.s: State = initial_state() if s is None else s
+        self.names: GenerationNames = GenerationNames() if names is None else names
+        self.since = since
+        self.steps = steps
+        self.rollbacks = rollbacks
+        self.lost_steps = lost_steps
+        self.crashes: dict[str, int] = {} if crashes is None else crashes
+        #: A whole step lost to a kill and replayed at the restart that read it from disk: its
+        #: name and the state after it (``validate`` checks it as a step of its own, before the
+        #: restart).
+        self.lost = lost
 
     def join(self, header: Header) -> None:
         """A restarted master appends its own Header: its work IDs join the bounds."""

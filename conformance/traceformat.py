@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from leasefence.impl.generation import Generation, valid_generation
@@ -101,8 +100,12 @@ class ReclaimExpired(NamedTuple):
         return "ReclaimExpired"
 
 
-@dataclass(frozen=True)
-class JournalLease:
+# The values below are NamedTuples, as the events are (not frozen dataclasses: each of those
+# costs ~3 million instructions to create at import, paid by every ``trace check``). Their dict
+# fields are read only; the empty defaults are shared, so never change one in place.
+
+
+class JournalLease(NamedTuple):
     """A work lease as a restarted master read it: owner rank, stamp, clock tag, generation."""
 
     owner: int
@@ -111,8 +114,7 @@ class JournalLease:
     gen: Generation | None = None
 
 
-@dataclass(frozen=True)
-class StateLease:
+class StateLease(NamedTuple):
     """A state lease as a restarted master read it: owner rank, stamp, epoch, generation."""
 
     owner: int
@@ -121,27 +123,24 @@ class StateLease:
     gen: Generation | None = None
 
 
-@dataclass(frozen=True)
-class RecoveredJournal:
-    leases: dict[str, JournalLease] = field(default_factory=dict)
+class RecoveredJournal(NamedTuple):
+    leases: dict[str, JournalLease] = {}  # noqa: RUF012 (shared, read only: see above)
     completed: tuple[str, ...] = ()
-    attempts: dict[str, int] = field(default_factory=dict)
+    attempts: dict[str, int] = {}  # noqa: RUF012
 
 
-@dataclass(frozen=True)
-class RecoveredCoordinator:
+class RecoveredCoordinator(NamedTuple):
     # The new master had already loaded into the next epoch: 2 after the first restart.
     epoch: int = 2
-    leases: dict[str, StateLease] = field(default_factory=dict)
-    stats: dict[str, tuple[int, int]] = field(default_factory=dict)  # task -> (done, failed)
+    leases: dict[str, StateLease] = {}  # noqa: RUF012
+    stats: dict[str, tuple[int, int]] = {}  # noqa: RUF012 (task -> (done, failed))
 
 
-@dataclass(frozen=True)
-class Recovered:
+class Recovered(NamedTuple):
     """What a restarted master read from disk before recovering (``Master.recovered_state``)."""
 
-    journal: RecoveredJournal = field(default_factory=RecoveredJournal)
-    coordinator: RecoveredCoordinator = field(default_factory=RecoveredCoordinator)
+    journal: RecoveredJournal = RecoveredJournal()
+    coordinator: RecoveredCoordinator = RecoveredCoordinator()
 
 
 class RestartMaster(NamedTuple):
@@ -164,8 +163,7 @@ Step = DispatchWork | DeliverResult | ReclaimExpired | RestartMaster
 Event = Header | Step
 
 
-@dataclass(frozen=True)
-class Trace:
+class Trace(NamedTuple):
     """A parsed trace: its events in order (the first a Header) and whether a torn last line
     was dropped."""
 

@@ -1,11 +1,12 @@
 """Where leasefence finds its source checkout and the TLA+ spec (a leaf: imports nothing of the
-project)."""
+project but the leaf ``leasefence.cache``)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from leasefence.cache import cache_root
 
 #: The folder of the ``leasefence`` package (symlinks resolved).
 PACKAGE = Path(__file__).resolve().parent
@@ -34,11 +35,8 @@ def spec_dir() -> Path:
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/leasefence``, else ``~/.cache/leasefence``: the pinned TLC jar
-    (``leasefence.tlc.jar``) and the compiled trace validator (``leasefence.harness.compiled``)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
-    return Path(base) / "leasefence"
+    """``$XDG_CACHE_HOME/leasefence``, else ``~/.cache/leasefence`` (``leasefence.cache``)."""
+    return Path(cache_root(env))
 
 
 class NeedsCheckout(SystemExit):

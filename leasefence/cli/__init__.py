@@ -10,12 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import select
-import signal
 import sys
 from collections.abc import Sequence
-
-from leasefence.paths import NeedsCheckout, require_checkout
 
 # Subcommand -> (module with ``configure(parser)``, one-line help).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -61,12 +57,16 @@ NEEDS_CHECKOUT: dict[str, str] = {
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
-def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None, *, alone: bool = False) -> argparse.ArgumentParser:
     """The ``leasefence`` parser; the subcommand ``chosen`` (every one when None) is configured
-    in full, the others only named with their help line."""
+    in full, the others only named with their help line, or not at all when ``alone``.
+
+    ``main`` asks for ``chosen`` alone when it is the first word of the command line: the list
+    of commands is then never shown (only the top-level help, whose ``-h`` would come first,
+    and an unknown command's error print it; usage lines say ``COMMAND``), and naming the
+    eight others would cost every command ~6 million instructions of argparse."""
     parser = argparse.ArgumentParser(
         prog="leasefence",
         description=(
@@ -79,6 +79,8 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="leasefence 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_line) in COMMANDS.items():
+        if alone and name != chosen:
+            continue
         p = sub.add_parser(name, help=help_line, description=help_line)
         if chosen is None or name == chosen:
             importlib.import_module(module_name).configure(p)
@@ -97,14 +99,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand; returns the process exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     chosen = _chosen(args_list)
-    parser = build_parser(chosen or "")
+    parser = build_parser(chosen or "", alone=chosen is not None and args_list[0] == chosen)
     args = parser.parse_args(args_list)
     try:
         if args.command in NEEDS_CHECKOUT:
+            from leasefence.paths import require_checkout
+
             require_checkout(args.command, NEEDS_CHECKOUT[args.command])
         status: int = args.func(args)
         sys.stdout.flush()  # a closed pipe surfaces here, not in Python's flush at exit
-    except NeedsCheckout as exc:
+    except SystemExit as exc:
+        # leasefence.paths (and pathlib, ~18 million instructions) is imported by the commands
+        # that use it, not here: a NeedsCheckout was raised by its code, so it is loaded.
+        from leasefence.paths import NeedsCheckout
+
+        if not isinstance(exc, NeedsCheckout):
+            raise
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -116,12 +126,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Stop quietly, as a process killed by SIGPIPE would. Python flushes stdout again at
         # exit, which would fail and print a warning: point it at /dev/null first.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_CLOSED_PIPE
+        return _closed_pipe_status()
     return status
+
+
+def _closed_pipe_status() -> int:
+    """The exit status of a process killed by SIGPIPE (128 + 13), as a stopped pipe reader's
+    writer ends. (``signal`` is imported here, not at the top: it builds three enums.)"""
+    import signal
+
+    return 128 + signal.SIGPIPE
 
 
 def _stdout_reader_gone() -> bool:
     """Whether stdout is a pipe whose reader has closed it (``leasefence ... | head``)."""
+    import select  # here, not at the top: only a broken pipe needs it
+
     try:
         poll = select.poll()
         poll.register(sys.stdout.fileno(), select.POLLOUT)

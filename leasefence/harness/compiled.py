@@ -2,7 +2,7 @@
 the source tree, used by ``leasefence trace check`` when built for the very sources installed.
 
 ``leasefence compile`` runs mypyc (it comes with mypy) on a copy of the package and keeps only the
-built extension modules, in ``cache_dir()/compiled/KEY/``: ``KEY`` hashes the Python version and
+built extension modules, in ``cache_root()/compiled/KEY/``: ``KEY`` hashes the Python version and
 the source of every compiled module and of the modules they read (``INPUTS``), so an edited
 source, a mutant's rewritten copy or another Python never loads a build made from other code.
 Nothing is written beside the sources: an extension module there would shadow its ``.py`` for
@@ -29,9 +29,13 @@ import sys
 import time
 from collections.abc import Callable, Iterable, MutableSequence
 from importlib.machinery import EXTENSION_SUFFIXES
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from leasefence.paths import PACKAGE, cache_dir
+import leasefence
+from leasefence.cache import cache_root
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 try:  # CPython's own BLAKE2: hashlib would start OpenSSL first (11 M instructions, every run)
     from _blake2 import blake2b
@@ -40,7 +44,8 @@ except ImportError:  # pragma: no cover - another Python
 
 #: The modules compiled: everything ``trace check`` runs per step (the model, the trace reader,
 #: the replay). ``model/bounds.py`` stays interpreted: mypyc makes a ``cached_property`` a plain
-#: property, computed again at every read.
+#: property, computed again at every read; so does ``model/check.py``, imported only to print a
+#: divergence's state.
 COMPILED: tuple[str, ...] = (
     "leasefence.model.state",
     "leasefence.model.rules",
@@ -50,7 +55,6 @@ COMPILED: tuple[str, ...] = (
     "leasefence.model.system",
     "leasefence.model.invariants",
     "leasefence.model.incremental",
-    "leasefence.model.check",
     "leasefence.impl.generation",
     "leasefence.conformance.generations",
     "leasefence.conformance.traceformat",
@@ -77,18 +81,26 @@ Say = Callable[[str], None]
 
 
 class CompileError(Exception):
-    """The build could not be made (no mypyc, no C compiler or headers, or mypyc failed)."""
+    """The build could not be made: mypyc refused the code or the C compiler failed."""
+
+
+class NoToolchain(CompileError):
+    """Nothing to build with here: no mypyc, no C compiler, or no Python headers."""
 
 
 class EngineError(Exception):
     """``--engine compiled`` asked for, and no build for these sources can be loaded."""
 
 
-def source_of(module: str) -> Path:
+#: The folder of the ``leasefence`` package, symlinks resolved. Paths here are strings: the
+#: activation runs at every ``trace check`` start, and pathlib costs ~18 M instructions to import.
+PACKAGE = os.path.dirname(os.path.realpath(leasefence.__file__))
+
+
+def source_of(module: str) -> str:
     """The source file of ``module`` in the installed package (found without importing it)."""
-    parts = module.split(".")[1:]
-    base = PACKAGE.joinpath(*parts)
-    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+    base = os.path.join(PACKAGE, *module.split(".")[1:])
+    return os.path.join(base, "__init__.py") if os.path.isdir(base) else base + ".py"
 
 
 def key(modules: Iterable[str] = COMPILED + INPUTS) -> str:
@@ -96,18 +108,19 @@ def key(modules: Iterable[str] = COMPILED + INPUTS) -> str:
     h = blake2b(digest_size=12)
     h.update(f"{sys.version}\0{sys.implementation.cache_tag}\0".encode())
     for m in modules:
-        h.update(m.encode() + b"\0" + source_of(m).read_bytes() + b"\0")
+        with open(source_of(m), "rb") as fh:
+            h.update(m.encode() + b"\0" + fh.read() + b"\0")
     return h.hexdigest()
 
 
-def builds_dir() -> Path:
-    return cache_dir() / "compiled"
+def builds_dir() -> str:
+    return os.path.join(cache_root(), "compiled")
 
 
-def built(k: str | None = None) -> Path | None:
-    """The finished build for these sources (``key()``), or None."""
-    d = builds_dir() / (k or key())
-    return d if (d / DONE).is_file() else None
+def built(k: str | None = None) -> str | None:
+    """The folder of the finished build for these sources (``key()``), or None."""
+    d = os.path.join(builds_dir(), k or key())
+    return d if os.path.isfile(os.path.join(d, DONE)) else None
 
 
 def is_compiled(module: object) -> bool:
@@ -124,7 +137,7 @@ def engine_from_env() -> str:
     return e
 
 
-def activate(engine: str = "auto") -> Path | None:
+def activate(engine: str = "auto") -> str | None:
     """Load the compiled modules from the build for these sources, per ``engine``: the build's
     folder, or None when the interpreted modules run. Call it before anything imports a module of
     ``COMPILED``; once one is imported (interpreted) the build is not loaded.
@@ -150,18 +163,18 @@ def activate(engine: str = "auto") -> Path | None:
             names = ", ".join(m.__name__ for m in loaded if not is_compiled(m))
             raise EngineError(f"already imported interpreted: {names}")
         return None
-    sys.path.insert(0, str(d))
+    sys.path.insert(0, d)
     paths: list[MutableSequence[str]] = []
     for name in PACKAGES:
         pkg = importlib.import_module(name)
-        pkg.__path__.insert(0, str(d.joinpath(*name.split("."))))
+        pkg.__path__.insert(0, os.path.join(d, *name.split(".")))
         paths.append(pkg.__path__)
     try:
         for m in COMPILED:
             if not is_compiled(importlib.import_module(m)):
                 raise ImportError(f"{m} loaded from {sys.modules[m].__file__}, not the build")
     except ImportError as exc:  # a build another mypyc or Python left: run interpreted
-        sys.path.remove(str(d))
+        sys.path.remove(d)
         for p in paths:
             p.pop(0)
         for m in COMPILED:
@@ -180,13 +193,15 @@ def _prune(keep: Path) -> None:
     """Remove all but the ``KEEP`` newest finished builds (and ``keep``); unfinished
     temporary folders older than a day (a build killed midway) too."""
     import shutil
+    from pathlib import Path
 
+    builds = Path(builds_dir())
     done = sorted(
-        (d for d in builds_dir().iterdir() if (d / DONE).is_file() and d != keep),
+        (d for d in builds.iterdir() if (d / DONE).is_file() and d != keep),
         key=lambda d: (d / DONE).stat().st_mtime,
         reverse=True,
     )
-    stale = [d for d in builds_dir().glob("build-*") if time.time() - d.stat().st_mtime > 86_400]
+    stale = [d for d in builds.glob("build-*") if time.time() - d.stat().st_mtime > 86_400]
     for d in done[KEEP - 1 :] + stale:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -194,21 +209,22 @@ def _prune(keep: Path) -> None:
 def _need_toolchain() -> None:
     import shutil
     import sysconfig
+    from pathlib import Path
 
     try:
         import mypyc  # noqa: F401
     except ImportError as exc:
-        raise CompileError(
-            "leasefence compile needs mypyc, which comes with mypy: "
+        raise NoToolchain(
+            "leasefence trace compile needs mypyc, which comes with mypy: "
             "pip install 'leasefence[dev]' (or pip install mypy)"
         ) from exc
     cc = sysconfig.get_config_var("CC") or "cc"
     if shutil.which(cc.split()[0]) is None:
-        raise CompileError(f"leasefence compile needs a C compiler: {cc.split()[0]} not found")
+        raise NoToolchain(f"leasefence trace compile needs a C compiler: {cc.split()[0]} not found")
     headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
     if not headers.is_file():
-        raise CompileError(
-            f"leasefence compile needs Python's C headers: {headers} not found "
+        raise NoToolchain(
+            f"leasefence trace compile needs Python's C headers: {headers} not found "
             "(Debian: apt install python3-dev)"
         )
 
@@ -221,15 +237,17 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
     import shutil
     import subprocess
     import tempfile
+    from pathlib import Path
 
     k = key()
     done = built(k)
     if done is not None and not force:
         say(f"compiled validator up to date: {done}")
-        return done
+        return Path(done)
     _need_toolchain()
-    builds_dir().mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=builds_dir()))
+    builds = Path(builds_dir())
+    builds.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=builds))
     try:
         src = work / "src"
         # the package, its symlinked folders (model/, impl/, conformance/) read through
@@ -241,7 +259,7 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
                     dest = src / "leasefence" / f.relative_to(PACKAGE)
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(f, dest)
-        files = [str(source_of(m).relative_to(PACKAGE.parent)) for m in COMPILED]
+        files = [os.path.relpath(source_of(m), os.path.dirname(PACKAGE)) for m in COMPILED]
         say(f"compiling {len(files)} modules with mypyc (about a minute on two cores) ...")
         started = time.monotonic()
         env = dict(os.environ, MYPY_CACHE_DIR=str(work / "mypy_cache"))
@@ -279,7 +297,7 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
             )
             + "\n"
         )
-        final = builds_dir() / k
+        final = builds / k
         if force and final.exists():
             shutil.rmtree(final)
         try:

@@ -4,7 +4,8 @@ The modules are read with ``ast`` from their real folders (the ``package-dir`` m
 pyproject.toml), never imported, so the test sees every import: at module level, inside functions
 and under ``if TYPE_CHECKING:``. Layers from the bottom:
 
-    leaf       leasefence (the package's __init__), leasefence.report, leasefence.paths
+    leaf       leasefence (the package's __init__), leasefence.report, leasefence.paths,
+               leasefence.cache
     protocol   leasefence.model (standard library, itself and MODEL_THIRD_PARTY only),
                leasefence.impl
     checking   leasefence.conformance, leasefence.tlc, leasefence.modelcheck
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LEAVES = ("leasefence", "leasefence.report", "leasefence.paths")
+LEAVES = ("leasefence", "leasefence.report", "leasefence.paths", "leasefence.cache")
 #: (module prefix, layer name, rank): a module belongs to the longest prefix it starts with.
 LAYERS: tuple[tuple[str, str, int], ...] = (
     ("leasefence.model", "protocol", 1),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import gc
 import json
@@ -10,11 +11,14 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from leasefence.cli import main
+from leasefence.cli import COMMANDS, build_parser, main
+from leasefence.cli.cmd_trace import trace_path
 from leasefence.conformance.tracecheck import TraceFormatError, validate
 
 W1, W2, W3 = "a" * 64, "b" * 64, "c" * 64
@@ -695,6 +699,21 @@ def test_help_starts_without_importing_the_model_or_the_implementation(argv: lis
     assert heavy == [], heavy
 
 
+def test_a_command_given_first_is_parsed_alone_and_the_help_before_it_lists_every_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # main() names only the chosen subcommand when it is the command line's first word (the
+    # eight others cost ~6 million instructions of argparse); an option before it, such as
+    # `-h`, still gets the full parser, whose help lists every command.
+    parser = build_parser("trace", alone=True)
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(sub.choices) == ["trace"]
+    with pytest.raises(SystemExit):
+        main(["-h", "trace"])
+    shown = capsys.readouterr().out
+    assert [c for c in COMMANDS if not re.search(rf"^    {c}\b", shown, re.MULTILINE)] == []
+
+
 def test_checking_a_trace_imports_of_the_implementation_only_its_generations(
     tmp_path: Path,
 ) -> None:
@@ -718,6 +737,58 @@ def test_checking_a_trace_imports_of_the_implementation_only_its_generations(
     assert "OK" in proc.stdout
     loaded = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     assert loaded == ["leasefence.impl", "leasefence.impl.generation"]
+
+
+def test_checking_a_trace_starts_without_pathlib_signal_or_the_model_checker(
+    tmp_path: Path,
+) -> None:
+    # Issue 18: start-up is paid by every trace check. pathlib (~18 million instructions),
+    # signal (~3 M) and model.check (two dataclasses, ~7 M) are not needed to validate a
+    # trace. Counted in modules loaded after the interpreter's start (whatever the editable
+    # install's .pth imported before is not the command's), in a fresh interpreter.
+    from leasefence.harness.bench.trace import synthesize
+
+    path = tmp_path / "trace.ndjson"
+    synthesize(path, 20)
+    code = (
+        "import sys\nbefore = set(sys.modules)\nfrom leasefence.cli import main\n"
+        f"try:\n    main(['trace', 'check', {str(path)!r}])\nexcept SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "print(sorted(m for m in sys.modules if m not in before))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert "OK" in proc.stdout
+    loaded = set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
+    assert "leasefence.conformance.tracecheck" in loaded
+    unneeded = {"pathlib", "signal", "select", "leasefence.paths", "leasefence.model.check"}
+    assert loaded & unneeded == set()
+
+
+def test_the_trace_checks_modules_create_no_dataclass() -> None:
+    # Creating a dataclass costs ~2-3 million instructions at import (it compiles its methods),
+    # paid by every trace check: these modules' records are NamedTuples or plain classes.
+    import dataclasses
+
+    from leasefence.conformance import generations, tracecheck, traceformat
+
+    made = [
+        f"{module.__name__}.{name}"
+        for module in (generations, tracecheck, traceformat)
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and value.__module__ == module.__name__
+        and dataclasses.is_dataclass(value)
+    ]
+    assert made == []
+
+
+@given(st.text(alphabet="/.a", max_size=12))
+def test_a_trace_argument_is_named_as_pathlib_names_it(text: str) -> None:
+    # cmd_trace spells its paths without pathlib (~18 million instructions to import), but
+    # prints and opens the very name ``Path(text)`` would.
+    assert trace_path(text) == str(PurePosixPath(text))
 
 
 def test_a_run_whose_ranks_are_given_more_generations_than_the_model_checker_bounds_validates(

@@ -714,38 +714,10 @@ def test_a_command_given_first_is_parsed_alone_and_the_help_before_it_lists_ever
     assert [c for c in COMMANDS if not re.search(rf"^    {c}\b", shown, re.MULTILINE)] == []
 
 
-def test_checking_a_trace_imports_of_the_implementation_only_its_generations(
-    tmp_path: Path,
-) -> None:
-    # Issue 18: the whole command is what a pipeline pays, start-up included. The validator
-    # reads generations, not messages: importing the wire's message classes (and the dataclass
-    # machinery they start) cost ~49 million instructions of a 1.7-billion command. Counted in
-    # modules (deterministic), not timed.
-    from leasefence.harness.bench.trace import synthesize
-
-    path = tmp_path / "trace.ndjson"
-    synthesize(path, 20)
-    code = (
-        "import sys\nfrom leasefence.cli import main\n"
-        f"try:\n    main(['trace', 'check', {str(path)!r}])\nexcept SystemExit as e:\n"
-        "    assert e.code in (0, None), e.code\n"
-        "print(sorted(m for m in sys.modules if m.startswith('leasefence.impl')))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert "OK" in proc.stdout
-    loaded = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
-    assert loaded == ["leasefence.impl", "leasefence.impl.generation"]
-
-
-def test_checking_a_trace_starts_without_pathlib_signal_or_the_model_checker(
-    tmp_path: Path,
-) -> None:
-    # Issue 18: start-up is paid by every trace check. pathlib (~18 million instructions),
-    # signal (~3 M) and model.check (two dataclasses, ~7 M) are not needed to validate a
-    # trace. Counted in modules loaded after the interpreter's start (whatever the editable
-    # install's .pth imported before is not the command's), in a fresh interpreter.
+def _loaded_by_trace_check(tmp_path: Path) -> set[str]:
+    """The modules a fresh interpreter loads to run ``trace check`` of a correct 20-item trace,
+    counted after the interpreter's start (whatever the editable install's .pth imported before
+    is not the command's). Counted in modules (deterministic), not timed."""
     from leasefence.harness.bench.trace import synthesize
 
     path = tmp_path / "trace.ndjson"
@@ -762,6 +734,28 @@ def test_checking_a_trace_starts_without_pathlib_signal_or_the_model_checker(
     assert "OK" in proc.stdout
     loaded = set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
     assert "leasefence.conformance.tracecheck" in loaded
+    return loaded
+
+
+def test_checking_a_trace_imports_of_the_implementation_only_its_generations(
+    tmp_path: Path,
+) -> None:
+    # Issue 18: the whole command is what a pipeline pays, start-up included. The validator
+    # reads generations, not messages: importing the wire's message classes (and the dataclass
+    # machinery they start) cost ~49 million instructions of a 1.7-billion command.
+    loaded = _loaded_by_trace_check(tmp_path)
+    assert sorted(m for m in loaded if m.startswith("leasefence.impl")) == [
+        "leasefence.impl",
+        "leasefence.impl.generation",
+    ]
+
+
+def test_checking_a_trace_starts_without_pathlib_signal_or_the_model_checker(
+    tmp_path: Path,
+) -> None:
+    # Issue 18: start-up is paid by every trace check. pathlib (~18 million instructions),
+    # signal (~3 M) and model.check (two dataclasses, ~7 M) are not needed to validate a trace.
+    loaded = _loaded_by_trace_check(tmp_path)
     unneeded = {"pathlib", "signal", "select", "leasefence.paths", "leasefence.model.check"}
     assert loaded & unneeded == set()
 

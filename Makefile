@@ -8,13 +8,14 @@ SEED   ?= 20261130
 # mpiexec (from the mpich wheel) and the leasefence script live in the virtualenv.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: test verify lint bench clean help
+.PHONY: test verify lint bench compile clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make test    - set up .venv if needed, then lint, type-check and run the pytest suite"
 	@echo "make verify  - set up .venv if needed, then run every verification layer (leasefence verify)"
 	@echo "make bench   - run the side-by-side benchmarks (leasefence bench)"
+	@echo "make compile - build the compiled trace validator (leasefence trace compile)"
 	@echo "make clean   - remove .venv and generated reports"
 
 # editable_mode=compat: the editable install is one path entry (this folder) in a .pth file,
@@ -30,7 +31,8 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat \
-	  || $(BIN)/python -m pip install --quiet -e '.[dev]'
+	  || { echo "make: the compat editable install failed (above); installing in setuptools' default editable mode (slower to start)"; \
+	       $(BIN)/python -m pip install --quiet -e '.[dev]'; }
 	@touch $(STAMP)
 
 lint: $(STAMP)
@@ -46,6 +48,9 @@ verify: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/leasefence bench $(BENCH_ARGS)
+
+compile: $(STAMP)
+	$(BIN)/leasefence trace compile
 
 clean:
 	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,9 +1,9 @@
 """The bounds of one exploration or replay (the TLA+ model's CONSTANTS) and the owner tokens a
 lease may carry; ``model/system.py`` re-exports them.
 
-A module of its own so that it stays interpreted when the trace validator's modules are compiled
-(``leasefence compile``): mypyc turns ``cached_property`` into a plain property, computed again at
-every read, and the replay reads ``works_of`` and ``task_set`` at every step.
+A module of its own so that it stays interpreted when the trace validator's modules are
+compiled (``leasefence trace compile``): mypyc turns ``cached_property`` into a plain property,
+computed again at every read, and the replay reads ``works_of`` and ``task_set`` at every step.
 """
 
 from __future__ import annotations

@@ -262,7 +262,8 @@ class HamtSet(Generic[K]):
 
     # The comparisons and operators of a set, written out: ``abc.Set`` gives them as mixins,
     # which a class compiled by mypyc (``leasefence trace compile``) does not inherit. Results
-    # take the form of their size (``as_ids``), as every set of the model does.
+    # take the form of their size (``as_ids``), as every set of the model does; an operand that
+    # is not a set gets NotImplemented, as from a frozenset.
     def __le__(self, other: object) -> bool:
         if not isinstance(other, abc.Set):
             return NotImplemented
@@ -287,31 +288,47 @@ class HamtSet(Generic[K]):
         return not any(m in self for m in other)
 
     def __and__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         return as_ids(m for m in self if m in other)
 
     def __rand__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         return self & other
 
     def __or__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         return as_ids((*self, *other))
 
     def __ror__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         return self | other
 
     def __sub__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         drop = set(other)
         return as_ids(m for m in self if m not in drop)
 
     def __rsub__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         return as_ids(m for m in other if m not in self)
 
     def __xor__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         theirs = set(other)
         return as_ids(
             (*(m for m in self if m not in theirs), *(m for m in theirs if m not in self))
         )
 
     def __rxor__(self, other: abc.Set[Any]) -> Ids[K]:
+        if not isinstance(other, abc.Set):
+            return NotImplemented
         return self ^ other
 
 

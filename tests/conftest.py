@@ -14,7 +14,8 @@ from leasefence.harness.compiled import ENGINE_ENV, activate, engine_from_env
 # do the commands its tests start, which inherit the variable); LEASEFENCE_ENGINE=compiled runs
 # it against the compiled validator instead (tests/unit/test_compiled.py does, for the trace
 # checker's tests). Activated here, before any test module imports the model.
-os.environ.setdefault(ENGINE_ENV, "interpreted")
+if not os.environ.get(ENGINE_ENV):  # unset or empty (empty would read as auto)
+    os.environ[ENGINE_ENV] = "interpreted"
 ENGINE_BUILD = activate(engine_from_env())
 
 settings.register_profile("dev", max_examples=60, deadline=None)

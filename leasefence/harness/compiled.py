@@ -1,23 +1,26 @@
 """The trace validator compiled: the model and the checker's modules built by mypyc, kept out of
 the source tree, used by ``leasefence trace check`` when built for the very sources installed.
 
-``leasefence compile`` runs mypyc (it comes with mypy) on a copy of the package and keeps only the
-built extension modules, in ``cache_root()/compiled/KEY/``: ``KEY`` hashes the Python version and
-the source of every compiled module and of the modules they read (``INPUTS``), so an edited
-source, a mutant's rewritten copy or another Python never loads a build made from other code.
+``leasefence trace compile`` runs mypyc (it comes with mypy) on a copy of the package and keeps
+only the built extension modules, in ``cache_root()/compiled/KEY/``: ``KEY`` hashes the Python
+version and the source of every compiled module and of the modules they read (``INPUTS``), so
+an edited source, a mutant's rewritten copy or another Python never loads a build made from
+other code.
 Nothing is written beside the sources: an extension module there would shadow its ``.py`` for
 every import (tests that plant a bug by patching a module, the mutant gate's copies).
 
 ``activate()`` puts a build first on the import path of the three packages before any compiled
 module is imported; the modules then import each other natively. The same source runs either
-way: ``tests/unit/test_compiled.py`` replays a corpus of traces (correct runs, a planted bug per
-invariant, malformed files) through both and requires the same report, and runs the trace
-checker's own unit tests against the build. What is compiled is the source of truth compiled,
+way: ``tests/unit/test_compiled.py`` replays a corpus of traces (correct runs, divergent runs,
+malformed files) through both and requires the same report, and runs the trace checker's own
+unit tests (the planted violation of every invariant among them) against the build. A build that
+does not load (damaged, incomplete, made by another mypyc) is undone and the interpreted modules
+run, unless ``--engine compiled`` asked for it. What is compiled is the source of truth compiled,
 never a second implementation: the interpreted modules stay the reference
 (``LEASEFENCE_ENGINE=interpreted``, or ``trace check --engine interpreted``).
 
-Why mypyc: the whole ``trace check`` of a 2,000-item run counted 1,880 million instructions
-interpreted and 1,125 million compiled (callgrind), the same verdicts; the model's pure, typed
+Why mypyc: the whole ``trace check`` of a 2,000-item run counted 1,841 million instructions
+interpreted and 1,089 million compiled (callgrind), the same verdicts; the model's pure, typed
 functions over named tuples are what mypyc compiles well (README, issue 18).
 """
 
@@ -63,6 +66,7 @@ COMPILED: tuple[str, ...] = (
 #: Interpreted modules the compiled ones import: their source is part of the key too.
 INPUTS: tuple[str, ...] = (
     "leasefence.model.bounds",
+    "leasefence.model.check",
     "leasefence.model",
     "leasefence.impl",
     "leasefence.conformance",
@@ -76,6 +80,8 @@ ENGINES = ("auto", "compiled", "interpreted")
 ENGINE_ENV = "LEASEFENCE_ENGINE"
 #: Written last into a build's folder: a folder without it is unfinished and never loaded.
 DONE = "BUILD.json"
+#: A build's extension modules, a line each: its size in bytes, a space, its path in the build.
+MANIFEST = "MANIFEST"
 
 Say = Callable[[str], None]
 
@@ -163,46 +169,104 @@ def activate(engine: str = "auto") -> str | None:
             names = ", ".join(m.__name__ for m in loaded if not is_compiled(m))
             raise EngineError(f"already imported interpreted: {names}")
         return None
+    # Marked used, so that another checkout's build does not prune it (best effort; not
+    # contextlib.suppress, which trace check would import for this alone).
+    try:  # noqa: SIM105
+        os.utime(os.path.join(d, DONE))
+    except OSError:
+        pass
+    damaged = _damaged(d)
+    if damaged:
+        _refuse(engine, f"the build in {d} is damaged: {', '.join(damaged)}")
+        return None
+    before = set(sys.modules)
     sys.path.insert(0, d)
-    paths: list[MutableSequence[str]] = []
+    added: list[tuple[MutableSequence[str], str]] = [(sys.path, d)]
     for name in PACKAGES:
         pkg = importlib.import_module(name)
-        pkg.__path__.insert(0, os.path.join(d, *name.split(".")))
-        paths.append(pkg.__path__)
+        added.append((pkg.__path__, os.path.join(d, *name.split("."))))
+    for path, entry in added[1:]:
+        path.insert(0, entry)
     try:
         for m in COMPILED:
             if not is_compiled(importlib.import_module(m)):
                 raise ImportError(f"{m} loaded from {sys.modules[m].__file__}, not the build")
-    except ImportError as exc:  # a build another mypyc or Python left: run interpreted
-        sys.path.remove(d)
-        for p in paths:
-            p.pop(0)
-        for m in COMPILED:
-            sys.modules.pop(m, None)
-        if engine == "compiled":
-            raise EngineError(f"the compiled validator in {d} does not load: {exc}") from exc
+    except Exception as exc:  # a damaged build, or one another mypyc left: run interpreted
+        _forget(d, added, before)
+        _refuse(engine, f"the build in {d} does not load: {exc}")
         return None
     return d
 
 
-#: Builds kept for other sources (other checkouts and branches share the cache), newest first.
-KEEP = 4
+def _damaged(d: str) -> list[str]:
+    """The files of the build ``d`` missing, or not of the size its ``MANIFEST`` gives (a
+    truncated extension module crashes the process that loads it: SIGBUS, no exception), and
+    the modules of ``COMPILED`` it has no file for. Stat calls only: this runs at every start."""
+    try:
+        with open(os.path.join(d, MANIFEST), encoding="utf-8") as fh:
+            entries = [line.split(" ", 1) for line in fh.read().splitlines()]
+    except OSError:
+        return [MANIFEST]
+    bad = []
+    for size, rel in entries:
+        try:
+            ok = os.stat(os.path.join(d, rel)).st_size == int(size)
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            bad.append(rel)
+    listed = {rel.split(".", 1)[0].replace("/", ".") for _, rel in entries}
+    return bad + [m for m in COMPILED if m not in listed]
+
+
+def _refuse(engine: str, why: str) -> None:
+    """A build that cannot be loaded: an error for ``--engine compiled`` (else the caller runs
+    the interpreted modules)."""
+    if engine == "compiled":
+        raise EngineError(f"{why} (`leasefence trace compile --force` builds it again)")
+
+
+def _forget(d: str, added: Iterable[tuple[MutableSequence[str], str]], before: set[str]) -> None:
+    """Undo a failed activation: the build off the import paths, and every module imported
+    since (the compiled ones, and interpreted ones that imported them, such as
+    ``model.bounds``) out of ``sys.modules`` and off their parent packages, so the next import
+    of each is the interpreted one."""
+    for path, entry in added:
+        path.remove(entry)
+    for name in set(sys.modules) - before:
+        module = sys.modules[name]
+        if name.startswith("leasefence.") or (getattr(module, "__file__", "") or "").startswith(d):
+            del sys.modules[name]
+            parent, _, child = name.rpartition(".")
+            if parent in sys.modules and getattr(sys.modules[parent], child, None) is module:
+                delattr(sys.modules[parent], child)
+
+
+#: Builds kept for other sources (other checkouts and branches share the cache): the ``KEEP``
+#: last used, and any used within ``IDLE`` seconds (``activate`` marks a build used).
+KEEP, IDLE = 4, 86_400
 
 
 def _prune(keep: Path) -> None:
-    """Remove all but the ``KEEP`` newest finished builds (and ``keep``); unfinished
-    temporary folders older than a day (a build killed midway) too."""
+    """Remove the builds neither among the ``KEEP`` last used nor used within ``IDLE``, and
+    temporary folders older than ``IDLE`` (a build killed midway). Best effort: a build another
+    process removes meanwhile, or a cache it cannot write, is left as it is."""
     import shutil
     from pathlib import Path
 
-    builds = Path(builds_dir())
-    done = sorted(
-        (d for d in builds.iterdir() if (d / DONE).is_file() and d != keep),
-        key=lambda d: (d / DONE).stat().st_mtime,
-        reverse=True,
-    )
-    stale = [d for d in builds.glob("build-*") if time.time() - d.stat().st_mtime > 86_400]
-    for d in done[KEEP - 1 :] + stale:
+    now = time.time()
+    try:
+        builds = Path(builds_dir())
+        used = sorted(
+            ((d / DONE).stat().st_mtime, d)
+            for d in builds.iterdir()
+            if (d / DONE).is_file() and d != keep
+        )
+        idle = [d for when, d in used[: max(0, len(used) - (KEEP - 1))] if now - when > IDLE]
+        stale = [d for d in builds.glob("build-*") if now - d.stat().st_mtime > IDLE]
+    except OSError:
+        return
+    for d in idle + stale:
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -230,9 +294,17 @@ def _need_toolchain() -> None:
 
 
 def compile_validator(say: Say = print, force: bool = False) -> Path:
-    """Build the compiled validator for these sources, unless there is one (``force``: again).
-    Returns its folder. Built in a temporary folder beside the builds and renamed into place,
-    so a build interrupted, or two at once, never leaves a folder that loads half a build."""
+    """Build the compiled validator for these sources, unless there is a complete one
+    (``force``: again). Returns its folder. Built in a temporary folder beside the builds and
+    renamed into place, so a build interrupted, or two at once, never leaves a folder that
+    loads half a build. ``CompileError`` names what failed, a cache it cannot write included."""
+    try:
+        return _compile(say, force)
+    except OSError as exc:
+        raise CompileError(f"cannot write the build under {builds_dir()}: {exc}") from exc
+
+
+def _compile(say: Say, force: bool) -> Path:
     import json
     import shutil
     import subprocess
@@ -241,7 +313,7 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
 
     k = key()
     done = built(k)
-    if done is not None and not force:
+    if done is not None and not force and not _damaged(done):
         say(f"compiled validator up to date: {done}")
         return Path(done)
     _need_toolchain()
@@ -275,6 +347,7 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise CompileError(f"mypyc failed (exit {proc.returncode}):\n{tail}")
         out = work / "out"
+        manifest: list[str] = []
         for lib in src.rglob("*"):
             rel = lib.relative_to(src)
             # mypyc's own build/ folder holds copies of what it put beside the sources
@@ -282,6 +355,8 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
                 dest = out / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(lib, dest)
+                manifest.append(f"{dest.stat().st_size} {rel.as_posix()}")
+        (out / MANIFEST).write_text("".join(line + "\n" for line in manifest))
         import mypy.version
 
         (out / DONE).write_text(
@@ -298,8 +373,9 @@ def compile_validator(say: Say = print, force: bool = False) -> Path:
             + "\n"
         )
         final = builds / k
-        if force and final.exists():
-            shutil.rmtree(final)
+        if final.exists():  # forced, or incomplete: set aside first, so a rename replaces it
+            old = work / "old"
+            final.rename(old)
         try:
             out.rename(final)
         except OSError:  # another build finished first: it is the same code

@@ -78,7 +78,7 @@ def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
     assert trace["trace check, 2,000-item run, interpreted"] > 0
     # the whole command compiled: measured wherever the validator can be built, else why not
     whole = report_json["results"]["trace"]["whole_command"]  # type: ignore[index]
-    assert (trace["trace check, 2,000-item run"] is None) == ("compiled_error" in whole)
+    assert (trace["trace check, 2,000-item run, compiled"] is None) == ("compiled_error" in whole)
     assert trace["trace check, 100,000-item run"] is None
     assert trace["trace check, step cost largest / smallest run"] > 0
     assert report_json["schema"] == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,66 @@ def test_without_a_finished_build_trace_check_runs_interpreted_or_says_what_to_d
     assert main(["trace", "check", "--engine", "auto", str(trace)]) == 0
     assert main(["trace", "compile", "--status"]) == 1
     assert "no compiled validator for these sources" in capsys.readouterr().out
+
+
+def test_a_damaged_or_incomplete_build_is_undone_and_the_interpreted_validator_runs(
+    build: Path, tmp_path: Path
+) -> None:
+    """A build that does not load (a truncated module: a build killed while copied, another
+    mypyc) is taken off the import paths with every module it brought, so ``auto`` validates
+    interpreted; ``--engine compiled`` says what is wrong (exit 2), never a traceback."""
+    trace = tmp_path / "t.ndjson"
+    synthesize(trace, 50)
+    cache = tmp_path / "cache"
+    copy = cache / "leasefence" / "compiled" / build.name
+    shutil.copytree(build, copy)
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), LEASEFENCE_ENGINE="auto")
+
+    def check(engine: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "leasefence", "trace", "check", "--engine", engine, str(trace)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+
+    assert check("compiled").returncode == 0  # the copy loads as it is
+    (lib,) = copy.glob("leasefence/model/incremental.*")
+    rel = lib.relative_to(copy).as_posix()
+    intact = lib.read_bytes()
+    for damage, says in (
+        (b"\0" * len(intact), "does not load"),  # the right size, not a library: dlopen refuses
+        (intact[:4096], f"is damaged: {rel}"),  # truncated: refused before it is loaded
+        (None, f"is damaged: {rel}"),  # missing
+    ):
+        if damage is None:
+            lib.unlink()
+        else:
+            lib.write_bytes(damage)
+        refused = check("compiled")
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert says in refused.stderr
+        assert "trace compile --force" in refused.stderr
+        fallback = check("auto")
+        assert (fallback.returncode, fallback.stderr) == (0, ""), fallback.stderr[-2000:]
+        assert ": OK, 100 steps replayed" in fallback.stdout
+
+
+def test_a_cache_that_cannot_be_written_is_named_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(not_a_folder))
+    try:
+        compiled._need_toolchain()
+    except compiled.NoToolchain as exc:
+        pytest.skip(f"no toolchain, so no build is tried: {exc}")
+    assert main(["trace", "compile"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the build under" in err
+    assert str(not_a_folder) in err
 
 
 def test_an_unknown_engine_in_the_environment_is_named(

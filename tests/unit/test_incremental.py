@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import gc
+import operator
 import pickle
 import random
 from dataclasses import replace
@@ -179,6 +180,12 @@ def test_a_large_set_compares_and_combines_with_any_set_as_the_set_it_stands_for
         for got, want in ((x & y, rx & ry), (x | y, rx | ry), (x - y, rx - ry), (x ^ y, rx ^ ry)):
             assert got == as_ids(want)
             assert type(got) is type(as_ids(want))
+    for other in (5, [1, 2], "ab"):  # not sets: refused as a frozenset refuses them
+        for op in (operator.and_, operator.or_, operator.sub, operator.xor, operator.le):
+            with pytest.raises(TypeError):
+                op(a, other)
+            with pytest.raises(TypeError):
+                op(other, a)
 
 
 def _full(before: State, after: State, b: Bounds) -> list[str]:

@@ -117,7 +117,8 @@ class Hamt(Generic[K, V]):
 
     def set(self, key: K, value: V) -> Hamt[K, V]:
         """This map with ``key`` set to ``value`` (itself when it already holds exactly that)."""
-        old = self._m.get(key, _ABSENT)
+        m = self._m
+        old = m[key] if key in m else _ABSENT  # noqa: SIM401  # C slots: see ``get``
         if old is value:
             return self
         sure = True
@@ -365,7 +366,10 @@ def get(m: Map[K, V], key: K) -> V | None:
             if k == key:
                 return v
         return None
-    return m._m.get(key)  # type: ignore[union-attr]  # a Hamt
+    # A Hamt: ``in`` and ``[]`` reach the trie's C slots; its ``get`` method, called from
+    # compiled code (``trace compile``), is looked up on every call (600 instructions).
+    t = m._m  # type: ignore[union-attr]
+    return t[key] if key in t else None  # noqa: SIM401
 
 
 def put(m: Map[K, V], key: K, value: V) -> Map[K, V]:

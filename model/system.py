@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from itertools import compress, repeat
-from operator import attrgetter, eq, itemgetter
+from operator import itemgetter
 from typing import NamedTuple
 
 from leasefence.model import coordinator as co
@@ -66,7 +65,7 @@ def initial_state() -> State:
     return State()
 
 
-_second, _work, _gen = itemgetter(1), attrgetter("work"), attrgetter("gen")
+_second = itemgetter(1)
 
 
 def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
@@ -275,10 +274,12 @@ def consume_result(s: State, rank: int, work: str, gen: int, keep: bool) -> Stat
 def found_dispatches(s: State, rank: int, work: str, presented: int) -> list[Dispatch]:
     """Found(r, w, p): the dispatches of ``rank`` the result is for, by generation when one is
     presented, else by work ID (at most one)."""
-    mine = dispatches_of(s, rank)
-    if presented:  # the generations compared in C: a rank may hold a deep pipeline
-        return list(compress(mine, map(eq, repeat(presented), map(_gen, mine))))
-    return list(compress(mine, map(eq, repeat(work), map(_work, mine))))
+    active = s.active  # the stretch of ``dispatches_of``, read in place
+    i = bisect_left(active, (rank,))
+    j = bisect_left(active, (rank + 1,), i)
+    if presented:
+        return [d for _, d in active[i:j] if d.gen == presented]
+    return [d for _, d in active[i:j] if d.work == work]
 
 
 def is_stale(s: State, rank: int, work: str, found: list[Dispatch], b: Bounds) -> bool:

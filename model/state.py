@@ -294,9 +294,7 @@ class HamtSet(Generic[K]):
         return as_ids(m for m in self if m in other)
 
     def __rand__(self, other: abc.Set[Any]) -> Ids[K]:
-        if not isinstance(other, abc.Set):
-            return NotImplemented
-        return self & other
+        return self.__and__(other)  # symmetric; NotImplemented for a non-set, as there
 
     def __or__(self, other: abc.Set[Any]) -> Ids[K]:
         if not isinstance(other, abc.Set):
@@ -304,9 +302,7 @@ class HamtSet(Generic[K]):
         return as_ids((*self, *other))
 
     def __ror__(self, other: abc.Set[Any]) -> Ids[K]:
-        if not isinstance(other, abc.Set):
-            return NotImplemented
-        return self | other
+        return self.__or__(other)  # symmetric; NotImplemented for a non-set, as there
 
     def __sub__(self, other: abc.Set[Any]) -> Ids[K]:
         if not isinstance(other, abc.Set):
@@ -328,9 +324,7 @@ class HamtSet(Generic[K]):
         )
 
     def __rxor__(self, other: abc.Set[Any]) -> Ids[K]:
-        if not isinstance(other, abc.Set):
-            return NotImplemented
-        return self ^ other
+        return self.__xor__(other)  # symmetric; NotImplemented for a non-set, as there
 
 
 abc.Set.register(HamtSet)

@@ -34,7 +34,8 @@ def configure(p: argparse.ArgumentParser) -> None:
             "Exit 0: the trace is a behaviour of the model that keeps every invariant; "
             "1: divergence; 2: the file is unreadable or not a trace. "
             "It runs the compiled validator when `leasefence trace compile` has built one for "
-            "these very sources (about 1.7x faster; the same source, the same verdicts), else "
+            "these very sources (about 1.5x fewer CPU seconds; the same source, the same "
+            "verdicts), else "
             "the interpreted one."
         ),
     )

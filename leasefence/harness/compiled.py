@@ -152,7 +152,11 @@ def activate(engine: str = "auto") -> str | None:
     it would not load; ``auto`` then runs the interpreted modules."""
     if engine == "interpreted":
         return None
-    k = key()
+    try:
+        k = key()
+    except OSError as exc:  # a source unreadable: no build can be matched to it
+        _refuse(engine, f"cannot read the sources to match a build: {exc}")
+        return None
     d = built(k)
     if d is None:
         if engine == "compiled":
@@ -204,18 +208,19 @@ def _damaged(d: str) -> list[str]:
     the modules of ``COMPILED`` it has no file for. Stat calls only: this runs at every start."""
     try:
         with open(os.path.join(d, MANIFEST), encoding="utf-8") as fh:
-            entries = [line.split(" ", 1) for line in fh.read().splitlines()]
-    except OSError:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError):
         return [MANIFEST]
-    bad = []
-    for size, rel in entries:
+    bad, listed = [], set()
+    for line in lines:
+        size, _, rel = line.partition(" ")
         try:
-            ok = os.stat(os.path.join(d, rel)).st_size == int(size)
+            ok = bool(rel) and os.stat(os.path.join(d, rel)).st_size == int(size)
         except (OSError, ValueError):
             ok = False
         if not ok:
-            bad.append(rel)
-    listed = {rel.split(".", 1)[0].replace("/", ".") for _, rel in entries}
+            bad.append(rel or f"{MANIFEST} line {line!r}")
+        listed.add(rel.split(".", 1)[0].replace("/", "."))
     return bad + [m for m in COMPILED if m not in listed]
 
 
@@ -346,6 +351,8 @@ def _compile(say: Say, force: bool) -> Path:
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise CompileError(f"mypyc failed (exit {proc.returncode}):\n{tail}")
+        if key() != k:  # a source edited after it was read: the build is of neither version
+            raise CompileError("the sources changed during the build: compile again")
         out = work / "out"
         manifest: list[str] = []
         for lib in src.rglob("*"):

@@ -20,6 +20,10 @@ from leasefence.harness.bench.trace import synthesize
 from leasefence.paths import ROOT
 
 SEED = "20261130"
+#: A test that uses the build may be the one that makes it (about a minute on two idle cores,
+#: several on a loaded machine), and one runs the trace checker's tests again: beyond the
+#: suite's 600 s.
+BUILD_TIMEOUT = pytest.mark.timeout(1_800)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +80,7 @@ def _corpus(where: Path) -> dict[str, int]:
     return files
 
 
+@BUILD_TIMEOUT
 def test_compiled_and_interpreted_validators_give_the_same_report_on_a_corpus(
     build: Path, tmp_path: Path
 ) -> None:
@@ -86,6 +91,7 @@ def test_compiled_and_interpreted_validators_give_the_same_report_on_a_corpus(
         assert compiled_run == interpreted_run, name
 
 
+@BUILD_TIMEOUT
 def test_the_trace_checkers_tests_pass_against_the_compiled_validator(build: Path) -> None:
     """Its unit tests, run in a pytest whose modules are the build's: every step rule, the
     incremental checks against the full ones on every CI-graph transition, and the planted
@@ -148,6 +154,7 @@ def test_without_a_finished_build_trace_check_runs_interpreted_or_says_what_to_d
     assert "no compiled validator for these sources" in capsys.readouterr().out
 
 
+@BUILD_TIMEOUT
 def test_a_damaged_or_incomplete_build_is_undone_and_the_interpreted_validator_runs(
     build: Path, tmp_path: Path
 ) -> None:
@@ -190,6 +197,26 @@ def test_a_damaged_or_incomplete_build_is_undone_and_the_interpreted_validator_r
         fallback = check("auto")
         assert (fallback.returncode, fallback.stderr) == (0, ""), fallback.stderr[-2000:]
         assert ": OK, 100 steps replayed" in fallback.stdout
+
+
+def test_a_manifest_names_each_missing_resized_or_unlisted_module_and_its_own_junk(
+    tmp_path: Path,
+) -> None:
+    assert compiled._damaged(str(tmp_path)) == [compiled.MANIFEST]  # none: nothing is trusted
+    (tmp_path / "leasefence").mkdir()
+    (tmp_path / "leasefence" / "a.so").write_bytes(b"12345")
+    (tmp_path / "leasefence" / "b.so").write_bytes(b"123")
+    (tmp_path / compiled.MANIFEST).write_text(
+        "5 leasefence/a.so\n4 leasefence/b.so\n9 leasefence/gone.so\njunk\nx leasefence/a.so\n"
+    )
+    damaged = compiled._damaged(str(tmp_path))
+    assert damaged[:4] == [
+        "leasefence/b.so",  # 3 bytes, not 4: truncated
+        "leasefence/gone.so",
+        f"{compiled.MANIFEST} line 'junk'",
+        "leasefence/a.so",  # a size that is not a number
+    ]
+    assert damaged[4:] == list(compiled.COMPILED)  # none of them listed
 
 
 def test_a_cache_that_cannot_be_written_is_named_exit_2(

@@ -43,3 +43,11 @@ def test_every_dispatch_contender_runs_under_mpiexec_and_reports_a_rate(tmp_path
     assert figures["max_in_flight_per_rank"]["master-run"] > 2
     assert figures["run_over_bare_time"] > 0
     assert figures["run_over_bare_deep_time"] > 0
+    # the goal's ratio in its two factors, the master's decisions and the loop without them
+    # (bare-transport), each with what a round trip costs rank 0 and the workers in CPU
+    assert figures["run_over_transport_time"] > 0
+    assert figures["transport_over_bare_time"] > 0
+    cpu = figures["cpu_us_per_round_trip"]
+    assert set(cpu) >= {"master-run", "bare-transport", "master-group"}
+    assert all(side > 0 for sides in cpu.values() for side in sides.values())
+    assert "what a round trip costs: master-run" in out.getvalue()

@@ -47,9 +47,14 @@ medians), ``goals`` (the goals and the other figures), one module per benchmark 
   as ``leasefence run`` configures it by default (generation fence, depth by TTL up to
   pipeline 64, group commit), since that is what users run; ``master-memory`` (depth 1, rank
   fence) is printed beside it as the latency figure, and ``bare-deep`` (a bare loop as deep
-  as the run's pipeline) as the fairer partner of a pipelined master. ``master-run``,
-  ``bare-deep`` and ``bare`` each run ten times ``--tasks`` round trips (``LONG_JOBS``): a
-  bare job of a few milliseconds measured the scheduler, not the loop.
+  as the run's pipeline) as the fairer partner of a pipelined master. ``bare-transport``
+  splits the goal's ratio in two: ``master-run`` over it is what the master's decisions cost
+  (the same waiting loop, the real workers, the WORK bytes made before the clock starts), and
+  it over ``bare`` what the Python MPI path, the wire and the worker loop cost; beside them
+  the CPU a round trip takes rank 0 and the workers (``cpu_us_per_round_trip``).
+  ``master-run``, ``bare-deep``, ``bare`` and ``bare-transport`` each run ten times
+  ``--tasks`` round trips (``LONG_JOBS``): a bare job of a few milliseconds measured the
+  scheduler, not the loop.
 - ``memory_journal`` is the benchmark-only in-memory journal (the master's ``Journal``
   protocol, no disk) that isolates the cost of the master's logic; it keeps the generation part
   of the owner token too, for the depth-2 contender.

@@ -20,6 +20,7 @@ DISPATCH = (
     "bare",
     "bare-deep",
     "bare-poll",
+    "bare-transport",
     "master-memory",
     "master-run",
     "master-depth1",
@@ -36,7 +37,7 @@ DISPATCH = (
 #: (2026-12-03, 4 ranks on 2 cores), and with it the goal's ratio.
 DEEP_TASKS_FACTOR = 10
 #: The contenders run ``DEEP_TASKS_FACTOR`` times ``Sizes.tasks`` round trips.
-LONG_JOBS = ("master-run", "bare-deep", "bare")
+LONG_JOBS = ("master-run", "bare-deep", "bare", "bare-transport")
 #: The contender the issue's goal reads (in-memory master / bare blocking loop): the master as
 #: ``leasefence run`` configures it by default, which is what a user runs.
 GOAL_MASTER = "master-run"
@@ -105,7 +106,7 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
         def run(rep: int) -> float:
             doc = _dispatch_job(name, n, where, ranks=sizes.ranks)
             rate = float(doc["rate"])
-            if "max_in_flight_per_rank" in doc:
+            if "master_cpu_s" in doc:
                 docs.setdefault(name, []).append(doc)
             say(f"    {name:<14} {fmt(rate):>8} round trips/s")
             return rate
@@ -116,11 +117,25 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
     med = {k: median(v) for k, v in runs.items()}
     say("  medians: " + ", ".join(f"{k} {fmt(v)}" for k, v in med.items()) + " round trips/s")
     depth2_over_depth1 = med["master-depth2"] / med["master-depth1"]
-    max_in_flight = {k: max(int(d["max_in_flight_per_rank"]) for d in v) for k, v in docs.items()}
+    masters = {k: v for k, v in docs.items() if k.startswith("master")}
+    max_in_flight = {
+        k: max(int(d["max_in_flight_per_rank"]) for d in v) for k, v in masters.items()
+    }
     mean_in_flight = {
-        k: statistics.fmean(float(d["mean_in_flight_per_rank"]) for d in v) for k, v in docs.items()
+        k: statistics.fmean(float(d["mean_in_flight_per_rank"]) for d in v)
+        for k, v in masters.items()
     }
     busy = {k: median([d["master_cpu_s"] / d["seconds"] for d in v]) for k, v in docs.items()}
+    # CPU per round trip, microseconds: rank 0 over the timed part, the worker ranks together
+    # over their whole loops (medians over repetitions)
+    cpu_us = {
+        k: {
+            "master": median([1e6 * d["master_cpu_s"] / d["tasks"] for d in v]),
+            "workers": median([1e6 * d["worker_cpu_s"] / d["worker_round_trips"] for d in v]),
+        }
+        for k, v in docs.items()
+        if all("worker_cpu_s" in d for d in v)
+    }
 
     def depth(k: str) -> str:
         return f"max {max_in_flight[k]}, mean {mean_in_flight[k]:.2f}, master busy {busy[k]:.0%}"
@@ -138,6 +153,16 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
         f"(master-memory, F314's rank fence: the latency figure) "
         f"{fmt(med['bare'] / med['master-memory'])}x"
     )
+    if GOAL_MASTER in cpu_us and "bare-transport" in cpu_us:
+        run_cpu, transport_cpu = cpu_us[GOAL_MASTER], cpu_us["bare-transport"]
+        say(
+            f"  what a round trip costs: {GOAL_MASTER} {1e6 / med[GOAL_MASTER]:.1f} us "
+            f"(rank 0 {run_cpu['master']:.1f} us of CPU, the workers "
+            f"{run_cpu['workers']:.1f} us); bare-transport, the same loop and workers without "
+            f"the master's decisions, {1e6 / med['bare-transport']:.1f} us (rank 0 "
+            f"{transport_cpu['master']:.1f} us, the workers {transport_cpu['workers']:.1f} "
+            f"us); bare {1e6 / med['bare']:.1f} us"
+        )
     return {
         "ranks": sizes.ranks,
         "tasks": sizes.tasks,
@@ -150,6 +175,12 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
         "goal_master": GOAL_MASTER,
         "run_over_bare_time": med["bare"] / med[GOAL_MASTER],
         "run_over_bare_deep_time": med["bare-deep"] / med[GOAL_MASTER],
+        # the goal's ratio in two factors: the master's decisions (master-run over the same
+        # loop without them), and the Python MPI path, the wire and the worker loop
+        # (bare-transport over the bare loop)
+        "run_over_transport_time": med["bare-transport"] / med[GOAL_MASTER],
+        "transport_over_bare_time": med["bare"] / med["bare-transport"],
+        "cpu_us_per_round_trip": cpu_us,
         "memory_over_bare_time": med["bare"] / med["master-memory"],
         "memory_over_bare_poll_time": med["bare-poll"] / med["master-memory"],
         "group_over_pool": med["master-group"] / med["pool"],

@@ -42,6 +42,14 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
 ``bare-poll``      the same loop receiving with ``Improbe`` + a growing sleep (0.2-5 ms: the
                    ``sleep`` poll mode, ``leasefence run``'s only one before issue 19),
                    which separates the polling policy from the master's logic.
+``bare-transport`` ``master-run`` without the master: rank 0 waits as the master loop does
+                   (``MpiTransport`` under ``--poll``: a wait, then every message already
+                   waiting) and answers each RESULT with the next WORK to its rank, the real
+                   WORK bytes of the catalogue encoded before the clock starts, as deep as the
+                   run's pipeline; the worker ranks run the real ``worker_execute``. Against
+                   ``master-run`` only the master's decisions differ (dispatch, journal,
+                   coordinator, decoding the RESULT, encoding the WORK); against ``bare``, the
+                   Python MPI path, the wire and the worker loop.
 
 Master contenders wait for messages as ``--poll`` says (``leasefence run --poll``, default
 ``auto``).
@@ -52,11 +60,14 @@ Every master contender runs the real ``master_dispatch``/``worker_execute`` pair
 every item completed (the STOP/BYE shutdown is not counted). A master contender's RESULT.json
 also says how deep the pipeline really was: ``max_in_flight_per_rank``, the most dispatches
 one rank held at once, and ``mean_in_flight_per_rank``, the mean over the master loop's
-iterations, both seen by the master after each refill in the timed part; and its
-``refused_leases`` (a dispatch refused because an adjacent variant of the same state task is
-still in flight: more of them at depth 2, where four dispatches are in flight instead of two)
-and ``master_cpu_s``, rank 0's CPU time over the timed part (beside ``seconds``: whether the
-master was busy or waiting).
+``turns`` (each seen after the turn's refill, in the timed part); its ``refused_leases`` (a
+dispatch refused because an adjacent variant of the same state task is still in flight: more
+of them at depth 2, where four dispatches are in flight instead of two); and ``master_cpu_s``,
+rank 0's CPU time over the timed part (beside ``seconds``: whether the master was busy or
+waiting). Master contenders and ``bare-transport`` add ``worker_cpu_s``, the CPU time of every
+worker rank over its whole loop (spinning while it waits included), for
+``worker_round_trips`` round trips (the warm-up's included): with ``master_cpu_s``, what one
+round trip costs each side.
 """
 
 from __future__ import annotations
@@ -82,6 +93,7 @@ CONTENDERS = (
     "bare",
     "bare-deep",
     "bare-poll",
+    "bare-transport",
     "pool",
 )
 #: The in-memory master contenders: (pipeline depth, fence); None is the master's default
@@ -185,6 +197,7 @@ def master_job(
         "max_in_flight_per_rank": depth["max"],
         "mean_in_flight_per_rank": depth["sum"] / max(depth["samples"], 1),
         "master_cpu_s": marks["cpu_end"] - marks["cpu_start"],
+        "turns": depth["samples"] // max(ranks, 1),
         "refused_leases": master.counters.refused_leases,
         "stale_results": master.counters.stale_results,
         "duplicate_completions": master.counters.duplicate_completions,
@@ -268,6 +281,50 @@ def bare_worker(comm: Any, poll: bool) -> None:
             comm.send(got, dest=0)
 
 
+def transport_master(comm: Any, tasks: int, out: Path, poll: Any) -> None:
+    """Rank 0 of ``bare-transport`` (module doc): the master loop's waiting and sending without
+    its decisions."""
+    from leasefence.impl.mpirun import RunConfig
+    from leasefence.impl.transport import MpiTransport, mpi_send
+    from leasefence.impl.wire import Rank, Stop, Tag, encode
+    from leasefence.impl.workload import generate
+
+    total, depth = tasks + WARMUP, RunConfig().pipeline
+    works = [encode(item.work((0, i)))[1] for i, item in enumerate(generate(total, seed=0))]
+    transport = MpiTransport(comm, poll)
+    sent = received = 0
+    start = cpu_start = 0.0
+
+    def send(rank: int) -> None:
+        nonlocal sent
+        if sent < total:
+            mpi_send(comm, rank, Tag.WORK, works[sent])
+            sent += 1
+
+    for _ in range(depth):
+        for rank in transport.worker_ranks:
+            send(rank)
+    while received < total:
+        env, answered = transport.receive(0.05), []
+        while env is not None:  # a wait, then every message already waiting, as the master
+            received += 1
+            answered.append(env.source)
+            if received == WARMUP:
+                start, cpu_start = time.perf_counter(), time.process_time()
+            env = transport.ready()
+        for source in answered:
+            send(source)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    for rank in transport.worker_ranks:
+        transport.send(rank, Stop())
+    waiting = set(transport.worker_ranks)
+    while waiting:
+        env = transport.receive(0.05)
+        if env is not None and env.tag == Tag.BYE:
+            waiting.discard(Rank(env.source))
+    report(out, "bare-transport", tasks, seconds, master_cpu_s=cpu, depth=depth)
+
+
 # -- MPIPoolExecutor ---------------------------------------------------------------------------
 
 
@@ -306,14 +363,27 @@ def main() -> None:
     if comm.Get_size() < 2:
         sys.exit("mpi_job: needs mpiexec -n 2 or more")
     rank = comm.Get_rank()
-    if args.contender.startswith("master"):
+    if args.contender.startswith("master") or args.contender == "bare-transport":
         from leasefence.impl.poll import node_policy
 
         policy = node_policy(comm, args.poll)  # collective, before the ranks part
-        if rank == 0:
-            master_job(comm, args.contender, args.tasks, args.out, policy, args.pipeline)
-        else:
+        if rank != 0:
+            cpu = time.process_time()
             master_worker(comm, policy)
+            comm.gather(time.process_time() - cpu, root=0)  # collective, after the ranks part
+            return
+        if args.contender == "bare-transport":
+            transport_master(comm, args.tasks, args.out, policy)
+        else:
+            master_job(comm, args.contender, args.tasks, args.out, policy, args.pipeline)
+        # every worker rank's CPU over its whole loop (warm-up and shutdown included), beside
+        # the master's over the timed part: what a round trip costs on each side
+        gathered = comm.gather(0.0, root=0)
+        assert gathered is not None  # (a list on the root)
+        workers = gathered[1:]
+        doc = json.loads(args.out.read_text())
+        doc["worker_cpu_s"], doc["worker_round_trips"] = sum(workers), args.tasks + WARMUP
+        args.out.write_text(json.dumps(doc) + "\n")
     else:
         poll = args.contender == "bare-poll"
         if rank == 0:

@@ -95,7 +95,9 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
     the depth differs); ``max_in_flight_per_rank`` and ``mean_in_flight_per_rank`` say how
     deep each master contender's pipeline really was (the most and the mean dispatches per
     rank, over repetitions), ``master_busy`` the median share of the timed wall time rank 0
-    spent on its CPU (near 1: the master's own work bounds the rate; far below: waiting)."""
+    spent on its CPU (near 1: the master's own work bounds the rate; far below: waiting), for
+    the master contenders and ``bare-transport``, and ``cpu_us_per_round_trip`` their CPU per
+    round trip on rank 0 and on the workers together, in microseconds."""
     docs: dict[str, list[dict[str, Any]]] = {}
 
     def job(name: str) -> Callable[[int], float]:
@@ -130,7 +132,7 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
     # over their whole loops (medians over repetitions)
     cpu_us = {
         k: {
-            "master": median([1e6 * d["master_cpu_s"] / d["tasks"] for d in v]),
+            "master": median([1e6 * d["master_cpu_s"] / max(d["tasks"], 1) for d in v]),
             "workers": median([1e6 * d["worker_cpu_s"] / d["worker_round_trips"] for d in v]),
         }
         for k, v in docs.items()

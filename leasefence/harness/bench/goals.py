@@ -83,8 +83,8 @@ def other_figures(results: dict[str, Any]) -> list[tuple[str, str]]:
         med = d["median_round_trips_per_s"]
         lines += [
             ("master as run (memory journal) / bare loop as deep, time per rt", fmt(d["run_over_bare_deep_time"]) + "x"),
-            ("  its factor 1: master as run / bare-transport (its decisions), time per rt", fmt(d["run_over_transport_time"]) + "x"),
-            ("  its factor 2: bare-transport / bare (Python MPI path, wire, worker loop)", fmt(d["transport_over_bare_time"]) + "x"),
+            ("the goal's factor 1: master as run / bare-transport (its decisions), time per rt", fmt(d["run_over_transport_time"]) + "x"),
+            ("the goal's factor 2: bare-transport / bare (MPI path in Python, wire, workers)", fmt(d["transport_over_bare_time"]) + "x"),
             ("master at depth 1, rank fence (memory journal) / bare loop, time per rt", fmt(d["memory_over_bare_time"]) + "x"),
             ("master at depth 1 (memory journal) / bare-poll loop, time per rt", fmt(d["memory_over_bare_poll_time"]) + "x"),
             ("bare blocking loop / bare Improbe+sleep loop, rt/s", fmt(med["bare"] / med["bare-poll"]) + "x"),

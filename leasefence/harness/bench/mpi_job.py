@@ -47,20 +47,25 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    waiting) and answers each RESULT with the next WORK to its rank, the real
                    WORK bytes of the catalogue encoded before the clock starts, as deep as the
                    run's pipeline; the worker ranks run the real ``worker_execute``. Against
-                   ``master-run`` only the master's decisions differ (dispatch, journal,
-                   coordinator, decoding the RESULT, encoding the WORK); against ``bare``, the
-                   Python MPI path, the wire and the worker loop.
+                   ``master-run`` the master's decisions differ (dispatch, journal,
+                   coordinator, decoding the RESULT, encoding the WORK), and with them its
+                   depth (``master-run`` ramps up by TTL, this is 64 deep from the start) and
+                   when its clock starts (the 20th result here, the end of that turn there);
+                   against ``bare``, the Python MPI path, the wire and the worker loop. With
+                   fewer round trips than it keeps in flight (``--tasks`` + 20 at most 64 per
+                   worker rank) every WORK leaves before the clock starts, which then times
+                   only the draining: the benchmark runs it ten times ``--tasks``.
 
-Master contenders wait for messages as ``--poll`` says (``leasefence run --poll``, default
+Master contenders and ``bare-transport`` wait for messages as ``--poll`` says (``leasefence run --poll``, default
 ``auto``).
 ``pool``           ``mpi4py.futures.MPIPoolExecutor.map`` over the worker ranks.
 
 Every master contender runs the real ``master_dispatch``/``worker_execute`` pair with
-``trivial_worker``; the time is taken from the first dispatch to the moment the master has
-every item completed (the STOP/BYE shutdown is not counted). A master contender's RESULT.json
+``trivial_worker``; the time is taken from the end of the loop turn in which the ``WARMUP``-th
+item completed to the moment the master has every item completed (the STOP/BYE shutdown is not counted). A master contender's RESULT.json
 also says how deep the pipeline really was: ``max_in_flight_per_rank``, the most dispatches
 one rank held at once, and ``mean_in_flight_per_rank``, the mean over the master loop's
-``turns`` (each seen after the turn's refill, in the timed part); its ``refused_leases`` (a
+turns (each seen after the turn's refill, in the timed part); its ``refused_leases`` (a
 dispatch refused because an adjacent variant of the same state task is still in flight: more
 of them at depth 2, where four dispatches are in flight instead of two); and ``master_cpu_s``,
 rank 0's CPU time over the timed part (beside ``seconds``: whether the master was busy or
@@ -77,6 +82,7 @@ import json
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -197,7 +203,6 @@ def master_job(
         "max_in_flight_per_rank": depth["max"],
         "mean_in_flight_per_rank": depth["sum"] / max(depth["samples"], 1),
         "master_cpu_s": marks["cpu_end"] - marks["cpu_start"],
-        "turns": depth["samples"] // max(ranks, 1),
         "refused_leases": master.counters.refused_leases,
         "stale_results": master.counters.stale_results,
         "duplicate_completions": master.counters.duplicate_completions,
@@ -351,7 +356,11 @@ def main() -> None:
     p.add_argument("contender", choices=CONTENDERS)
     p.add_argument("--tasks", type=int, default=300)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--poll", default="auto", help="master contenders: leasefence run's --poll")
+    p.add_argument(
+        "--poll",
+        default="auto",
+        help="master contenders and bare-transport: leasefence run's --poll",
+    )
     p.add_argument(
         "--pipeline", type=int, default=None, help="durable master contenders: the pipeline depth"
     )
@@ -372,10 +381,16 @@ def main() -> None:
             master_worker(comm, policy)
             comm.gather(time.process_time() - cpu, root=0)  # collective, after the ranks part
             return
-        if args.contender == "bare-transport":
-            transport_master(comm, args.tasks, args.out, policy)
-        else:
-            master_job(comm, args.contender, args.tasks, args.out, policy, args.pipeline)
+        try:
+            if args.contender == "bare-transport":
+                transport_master(comm, args.tasks, args.out, policy)
+            else:
+                master_job(comm, args.contender, args.tasks, args.out, policy, args.pipeline)
+        except BaseException:
+            # the workers may have said BYE already and wait in the gather below: end the job
+            # instead of leaving them there (under a launcher that would not)
+            traceback.print_exc()
+            comm.Abort(1)
         # every worker rank's CPU over its whole loop (warm-up and shutdown included), beside
         # the master's over the timed part: what a round trip costs on each side
         gathered = comm.gather(0.0, root=0)

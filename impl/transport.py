@@ -74,6 +74,7 @@ class Transport(Protocol):
         ...
 
 
+@fast_init
 @dataclass(frozen=True)
 class Reply:
     """One message a worker sends for a WORK, held ``hold`` seconds before it goes out (0: at

@@ -227,7 +227,7 @@ def _work_bytes(msg: Message) -> bytes | None:
     payload's canonical JSON when the sender has it (``Work.payload_json``) and the text of
     its other values (issue 19: the payload is not encoded again for every dispatch); None
     when it has none or a value is not of the plain type assumed here (the general path
-    decides). tests/unit/test_wire.py compares the two."""
+    decides). tests/unit/test_fast_paths.py compares the two."""
     if type(msg) is not Work or msg.payload_json is None:
         return None
     work_id, task, gen = msg.work_id, msg.state_task_id, msg.generation
@@ -264,8 +264,10 @@ def _generation_field(gen: object) -> str | None:
 _GEN_TEXT_MAX = 2**64
 
 
-#: ``json.dumps``'s settings for a message, and so for every object inside one.
-_DUMPS = {"sort_keys": True, "separators": (",", ":"), "allow_nan": False}
+#: ``json.dumps``'s settings for a message, and so for every object inside one, in one encoder
+#: made once: ``json.dumps`` with settings builds a ``JSONEncoder`` on every call (~0.9 of its
+#: 2.2 us for a small RESULT output, on every worker's every result).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _result_bytes(msg: Message) -> bytes | None:
@@ -273,7 +275,7 @@ def _result_bytes(msg: Message) -> bytes | None:
     text of its values (only ``output`` through ``json.dumps``: a worker's CPU is the master's
     loss where ranks share cores, issue 19); None when a value is not of the plain type assumed
     here or ``output`` cannot be encoded (the general path decides, and names the error).
-    tests/unit/test_wire.py compares the two."""
+    tests/unit/test_fast_paths.py compares the two."""
     if type(msg) is not Result:
         return None
     work_id, task, gen, cpu, ok, output = (
@@ -297,7 +299,7 @@ def _result_bytes(msg: Message) -> bytes | None:
     if generation is None:
         return None
     try:
-        output_text = json.dumps(output, **_DUMPS)  # type: ignore[arg-type]
+        output_text = _ENCODER.encode(output)
     except (TypeError, ValueError):
         return None
     task_text = "" if task is None else f'"state_task_id":{encode_basestring_ascii(task)},'
@@ -357,7 +359,7 @@ _RESULT_LINE = re.compile(
 def _fast_result(text: str) -> Result | None:
     """The RESULT ``text`` holds when it is in ``_RESULT_LINE``'s layout, else None (the general
     path decides, and names what is wrong). The values are those the general path reads from
-    such a text (tests/unit/test_wire.py compares the two on written and hostile messages)."""
+    such a text (tests/unit/test_fast_paths.py compares the two on written and hostile messages)."""
     m = _RESULT_LINE.fullmatch(text)
     if m is None:
         return None

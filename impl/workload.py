@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from leasefence.impl.frozen import fast_init
 from leasefence.impl.wire import Generation, StateTaskId, Work, WorkId
 
 #: Name and version of this workload's payload format (part of every payload, so of every ID).
@@ -61,6 +62,7 @@ class WorkItem:
         return Work(self.work_id, self.state_task_id, self.payload, generation, self.payload_json)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Outcome:
     """What a worker function returns: success, solver CPU seconds, a JSON-able output."""

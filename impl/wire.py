@@ -359,7 +359,8 @@ _RESULT_LINE = re.compile(
 def _fast_result(text: str) -> Result | None:
     """The RESULT ``text`` holds when it is in ``_RESULT_LINE``'s layout, else None (the general
     path decides, and names what is wrong). The values are those the general path reads from
-    such a text (tests/unit/test_fast_paths.py compares the two on written and hostile messages)."""
+    such a text (tests/unit/test_fast_paths.py compares the two on written and hostile
+    messages)."""
     m = _RESULT_LINE.fullmatch(text)
     if m is None:
         return None

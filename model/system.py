@@ -68,21 +68,24 @@ def initial_state() -> State:
 _second = itemgetter(1)
 
 
-def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
-    """The active dispatches of ``rank`` (at most ``Bounds.pipeline``), in sorted order: the
-    stretch of ``active`` (sorted by rank first) from ``(rank,)`` to ``(rank + 1,)``."""
-    active = s.active
+def _stretch(active: tuple[tuple[int, Dispatch], ...], rank: int) -> tuple[int, int]:
+    """Where ``rank``'s dispatches lie in ``active`` (sorted by rank first): the slice from
+    ``(rank,)`` to ``(rank + 1,)``."""
     i = bisect_left(active, (rank,))
-    j = bisect_left(active, (rank + 1,), i)
-    return tuple(map(_second, active[i:j]))
+    return i, bisect_left(active, (rank + 1,), i)
+
+
+def dispatches_of(s: State, rank: int) -> tuple[Dispatch, ...]:
+    """The active dispatches of ``rank`` (at most ``Bounds.pipeline``), in sorted order."""
+    i, j = _stretch(s.active, rank)
+    return tuple(map(_second, s.active[i:j]))
 
 
 def dispatch_count(s: State, rank: int) -> int:
     """Cardinality(Slots(r)): how many dispatches ``rank`` holds (``len(dispatches_of(s, rank))``
     without building them)."""
-    active = s.active
-    i = bisect_left(active, (rank,))
-    return bisect_left(active, (rank + 1,), i) - i
+    i, j = _stretch(s.active, rank)
+    return j - i
 
 
 def gen_epoch(c: Coordinator, b: Bounds) -> int:
@@ -274,12 +277,10 @@ def consume_result(s: State, rank: int, work: str, gen: int, keep: bool) -> Stat
 def found_dispatches(s: State, rank: int, work: str, presented: int) -> list[Dispatch]:
     """Found(r, w, p): the dispatches of ``rank`` the result is for, by generation when one is
     presented, else by work ID (at most one)."""
-    active = s.active  # the stretch of ``dispatches_of``, read in place
-    i = bisect_left(active, (rank,))
-    j = bisect_left(active, (rank + 1,), i)
+    i, j = _stretch(s.active, rank)  # read in place, no tuple of ``dispatches_of`` built
     if presented:
-        return [d for _, d in active[i:j] if d.gen == presented]
-    return [d for _, d in active[i:j] if d.work == work]
+        return [d for _, d in s.active[i:j] if d.gen == presented]
+    return [d for _, d in s.active[i:j] if d.work == work]
 
 
 def is_stale(s: State, rank: int, work: str, found: list[Dispatch], b: Bounds) -> bool:

@@ -35,13 +35,14 @@ def configure(p: argparse.ArgumentParser) -> None:
             "1: divergence; 2: the file is unreadable or not a trace. "
             "It runs the compiled validator when `leasefence trace compile` has built one for "
             "these very sources (about 1.5x fewer CPU seconds; the same source, the same "
-            "verdicts), else "
-            "the interpreted one."
+            "verdicts), else the interpreted one."
         ),
     )
     c.add_argument("trace", type=trace_path, nargs="+", help="trace file(s) (NDJSON)")
     c.add_argument(
         "--engine",
+        # ``harness.compiled.ENGINES``, spelled out: `trace check --help` imports no harness
+        # (tests/unit/test_tracecheck.py); tests/unit/test_compiled.py holds the two equal
         choices=("auto", "compiled", "interpreted"),
         default=None,
         help=(

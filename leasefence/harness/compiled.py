@@ -188,9 +188,9 @@ def activate(engine: str = "auto") -> str | None:
     added: list[tuple[MutableSequence[str], str]] = [(sys.path, d)]
     for name in PACKAGES:
         pkg = importlib.import_module(name)
-        added.append((pkg.__path__, os.path.join(d, *name.split("."))))
-    for path, entry in added[1:]:
-        path.insert(0, entry)
+        entry = os.path.join(d, *name.split("."))
+        pkg.__path__.insert(0, entry)
+        added.append((pkg.__path__, entry))
     try:
         for m in COMPILED:
             if not is_compiled(importlib.import_module(m)):

@@ -243,3 +243,19 @@ def test_an_unknown_engine_in_the_environment_is_named(
     synthesize(trace, 20)
     assert main(["trace", "check", str(trace)]) == 2
     assert "LEASEFENCE_ENGINE='fast'" in capsys.readouterr().err
+
+
+def test_trace_check_offers_exactly_the_engines_the_activation_knows() -> None:
+    """``--engine``'s choices are spelled out in ``cli/cmd_trace.py`` (its help imports no
+    harness): they must be ``compiled.ENGINES``."""
+    import argparse
+
+    from leasefence.cli import build_parser
+
+    parser: argparse.ArgumentParser = build_parser("trace", alone=True)
+    for name in ("trace", "check"):
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = sub.choices[name]
+    (engine,) = [a for a in parser._actions if a.dest == "engine"]
+    assert engine.default is None  # the environment decides by default
+    assert tuple(engine.choices or ()) == compiled.ENGINES

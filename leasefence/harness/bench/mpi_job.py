@@ -56,23 +56,23 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
                    worker rank) every WORK leaves before the clock starts, which then times
                    only the draining: the benchmark runs it ten times ``--tasks``.
 
-Master contenders and ``bare-transport`` wait for messages as ``--poll`` says (``leasefence run --poll``, default
-``auto``).
+Master contenders and ``bare-transport`` wait for messages as ``--poll`` says (``leasefence run
+--poll``, default ``auto``).
 ``pool``           ``mpi4py.futures.MPIPoolExecutor.map`` over the worker ranks.
 
 Every master contender runs the real ``master_dispatch``/``worker_execute`` pair with
 ``trivial_worker``; the time is taken from the end of the loop turn in which the ``WARMUP``-th
-item completed to the moment the master has every item completed (the STOP/BYE shutdown is not counted). A master contender's RESULT.json
-also says how deep the pipeline really was: ``max_in_flight_per_rank``, the most dispatches
-one rank held at once, and ``mean_in_flight_per_rank``, the mean over the master loop's
-turns (each seen after the turn's refill, in the timed part); its ``refused_leases`` (a
-dispatch refused because an adjacent variant of the same state task is still in flight: more
-of them at depth 2, where four dispatches are in flight instead of two); and ``master_cpu_s``,
-rank 0's CPU time over the timed part (beside ``seconds``: whether the master was busy or
-waiting). Master contenders and ``bare-transport`` add ``worker_cpu_s``, the CPU time of every
-worker rank over its whole loop (spinning while it waits included), for
-``worker_round_trips`` round trips (the warm-up's included): with ``master_cpu_s``, what one
-round trip costs each side.
+item completed to the moment the master has every item completed (the STOP/BYE shutdown is not
+counted). A master contender's RESULT.json also says how deep the pipeline really was:
+``max_in_flight_per_rank``, the most dispatches one rank held at once, and
+``mean_in_flight_per_rank``, the mean over the master loop's turns (each seen after the turn's
+refill, in the timed part); its ``refused_leases`` (a dispatch refused because an adjacent
+variant of the same state task is still in flight: more of them at depth 2, where four
+dispatches are in flight instead of two); and ``master_cpu_s``, rank 0's CPU time over the
+timed part (beside ``seconds``: whether the master was busy or waiting). Master contenders and
+``bare-transport`` add ``worker_cpu_s``, the CPU time of every worker rank over its whole loop
+(spinning while it waits included), for ``worker_round_trips`` round trips (the warm-up's
+included): with ``master_cpu_s``, what one round trip costs each side.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def trivial(x: int) -> int:
 
 def master_job(
     comm: Any, contender: str, tasks: int, out: Path, poll: Any, pipeline: int | None = None
-) -> None:
+) -> dict[str, Any]:
     from leasefence.harness.bench.memory_journal import MemoryJournal
     from leasefence.impl.coordinator import StateShardCoordinator
     from leasefence.impl.master import Master, StepClock
@@ -207,7 +207,7 @@ def master_job(
         "stale_results": master.counters.stale_results,
         "duplicate_completions": master.counters.duplicate_completions,
     }
-    report(out, contender, timed, seconds, **extra)
+    return result(contender, timed, seconds, **extra)
 
 
 def master_worker(comm: Any, poll: Any) -> None:
@@ -286,12 +286,12 @@ def bare_worker(comm: Any, poll: bool) -> None:
             comm.send(got, dest=0)
 
 
-def transport_master(comm: Any, tasks: int, out: Path, poll: Any) -> None:
+def transport_master(comm: Any, tasks: int, poll: Any) -> dict[str, Any]:
     """Rank 0 of ``bare-transport`` (module doc): the master loop's waiting and sending without
     its decisions."""
     from leasefence.impl.mpirun import RunConfig
-    from leasefence.impl.transport import MpiTransport, mpi_send
-    from leasefence.impl.wire import Rank, Stop, Tag, encode
+    from leasefence.impl.transport import MpiTransport, mpi_send, stop_workers
+    from leasefence.impl.wire import Tag, encode
     from leasefence.impl.workload import generate
 
     total, depth = tasks + WARMUP, RunConfig().pipeline
@@ -320,14 +320,9 @@ def transport_master(comm: Any, tasks: int, out: Path, poll: Any) -> None:
         for source in answered:
             send(source)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    for rank in transport.worker_ranks:
-        transport.send(rank, Stop())
-    waiting = set(transport.worker_ranks)
-    while waiting:
-        env = transport.receive(0.05)
-        if env is not None and env.tag == Tag.BYE:
-            waiting.discard(Rank(env.source))
-    report(out, "bare-transport", tasks, seconds, master_cpu_s=cpu, depth=depth)
+    if not stop_workers(transport, 0):
+        raise RuntimeError("bare-transport: a worker did not say BYE")
+    return result("bare-transport", tasks, seconds, master_cpu_s=cpu, depth=depth)
 
 
 # -- MPIPoolExecutor ---------------------------------------------------------------------------
@@ -346,9 +341,14 @@ def pool_job(tasks: int, out: Path) -> None:
     report(out, "pool", tasks, seconds)
 
 
-def report(out: Path, contender: str, tasks: int, seconds: float, **extra: Any) -> None:
+def result(contender: str, tasks: int, seconds: float, **extra: Any) -> dict[str, Any]:
+    """A contender's RESULT.json document."""
     doc = {"contender": contender, "tasks": tasks, "seconds": seconds, "rate": tasks / seconds}
-    out.write_text(json.dumps({**doc, **extra}) + "\n")
+    return {**doc, **extra}
+
+
+def report(out: Path, contender: str, tasks: int, seconds: float, **extra: Any) -> None:
+    out.write_text(json.dumps(result(contender, tasks, seconds, **extra)) + "\n")
 
 
 def main() -> None:
@@ -383,9 +383,9 @@ def main() -> None:
             return
         try:
             if args.contender == "bare-transport":
-                transport_master(comm, args.tasks, args.out, policy)
+                doc = transport_master(comm, args.tasks, policy)
             else:
-                master_job(comm, args.contender, args.tasks, args.out, policy, args.pipeline)
+                doc = master_job(comm, args.contender, args.tasks, args.out, policy, args.pipeline)
         except BaseException:
             # the workers may have said BYE already and wait in the gather below: end the job
             # instead of leaving them there (under a launcher that would not)
@@ -395,9 +395,7 @@ def main() -> None:
         # the master's over the timed part: what a round trip costs on each side
         gathered = comm.gather(0.0, root=0)
         assert gathered is not None  # (a list on the root)
-        workers = gathered[1:]
-        doc = json.loads(args.out.read_text())
-        doc["worker_cpu_s"], doc["worker_round_trips"] = sum(workers), args.tasks + WARMUP
+        doc["worker_cpu_s"], doc["worker_round_trips"] = sum(gathered[1:]), args.tasks + WARMUP
         args.out.write_text(json.dumps(doc) + "\n")
     else:
         poll = args.contender == "bare-poll"

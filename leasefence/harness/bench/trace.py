@@ -174,7 +174,7 @@ def whole_command(path: Path, steps: float, say: Say) -> dict[str, Any]:
     imports and output included), the interpreted and the compiled validator alternately, best
     of ``REPEATS`` each. The compiled one is built first if there is none for these sources
     (``leasefence trace compile``, about a minute once); where it cannot be, the row says why."""
-    from leasefence.harness.compiled import CompileError, compile_validator
+    from leasefence.harness.compiled import ENGINE_ENV, CompileError, compile_validator
 
     engines = ["interpreted", "compiled"]
     out: dict[str, Any] = {}
@@ -186,7 +186,7 @@ def whole_command(path: Path, steps: float, say: Say) -> dict[str, Any]:
         engines.remove("compiled")
     cpu: dict[str, list[float]] = {e: [] for e in engines}
     env = dict(os.environ)
-    env.pop("LEASEFENCE_ENGINE", None)  # --engine decides
+    env.pop(ENGINE_ENV, None)  # --engine decides
     for _ in range(REPEATS):
         for engine in engines:
             before = _child_cpu()
@@ -217,7 +217,6 @@ def whole_command(path: Path, steps: float, say: Say) -> dict[str, Any]:
         )
     if "compiled" in cpu:
         out["compiled_over_interpreted"] = out["interpreted_cpu_s"] / out["compiled_cpu_s"]
-        say(
-            f"    compiled / interpreted, steps per CPU second: {out['compiled_over_interpreted']:.2f}x"
-        )
+        ratio = out["compiled_over_interpreted"]
+        say(f"    compiled / interpreted, steps per CPU second: {ratio:.2f}x")
     return out

@@ -187,7 +187,7 @@ def _coordinator_probes(
 
 def _garbage(master: Master, rank: int) -> bool:
     """A malformed RESULT from ``rank`` (one with nothing to answer: it marks nothing)."""
-    return deliver(master, Envelope(rank, int(Tag.RESULT), b"\xff{")) is not None
+    return None not in deliver(master, Envelope(rank, int(Tag.RESULT), b"\xff{"))
 
 
 def _foreign_id(master: Master, rank: int, work: str) -> bool:
@@ -196,7 +196,7 @@ def _foreign_id(master: Master, rank: int, work: str) -> bool:
     _, data = wire_encode(Result(WorkId(work), None, True, 1.0))
     doc = json.loads(data)
     doc["work_id"] = "not-a-work-id"
-    return deliver(master, Envelope(rank, int(Tag.RESULT), json.dumps(doc).encode())) is not None
+    return None not in deliver(master, Envelope(rank, int(Tag.RESULT), json.dumps(doc).encode()))
 
 
 def probes(m: SystemMachine) -> Iterator[Probe]:

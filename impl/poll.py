@@ -10,9 +10,13 @@ Modes (``leasefence run --poll``):
 ``auto``   the default. With at most one rank per core on this node: spin 2 ms, yield polls for
            20 ms more, then sleep 0.1 ms doubling to 2 ms (a reply that comes quickly is caught
            spinning; a long task costs a core only briefly). With more ranks than cores: spin
-           50 µs, never yield, then sleep 50 µs doubling to 2 ms, so a waiting rank leaves the
+           50 µs, never yield, then sleep 20 µs doubling to 0.2 ms, so a waiting rank leaves the
            cores to the ranks that compute (yielding polls made a z3 run 2.7x slower on 2 cores
-           with 4 ranks: a yielding rank is runnable, and keeps taking its share).
+           with 4 ranks: a yielding rank is runnable, and keeps taking its share) and still
+           wakes soon after its message came: with frames (``wire.frames``) a rank waits for a
+           whole frame, and a 2 ms sleep left the others idle (20,000 trivial tasks on 3 ranks
+           and 2 cores: 0.57-0.70 s with sleeps up to 0.2 ms, 1.7-2.0 s up to 2 ms). A rank
+           that waits long wakes 5,000 times a second, about 1-2 % of a core.
 ``spin``   poll without pause (lowest latency; a waiting rank holds a core).
 ``yield``  ``os.sched_yield`` between polls.
 ``sleep``  the old schedule: sleep 0.2 ms doubling to 5 ms.
@@ -77,7 +81,7 @@ class PollPolicy:
         if mode not in ("auto", "block"):
             raise ValueError(f"poll mode {mode!r}: expected one of {', '.join(POLL_MODES)}")
         if oversubscribed:
-            return cls(mode, 0.00005, 0.0, 0.00005, 0.002, block=mode == "block")
+            return cls(mode, 0.00005, 0.0, 0.00002, 0.0002, block=mode == "block")
         return cls(mode, 0.002, 0.02, 0.0001, 0.002, block=mode == "block")
 
     def wait(self, waited: float, last_sleep: float) -> float:

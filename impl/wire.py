@@ -13,6 +13,16 @@ The MPI tag says what the message is, and the payload repeats it::
     STOP    master -> worker  {"v": 1, "type": "stop"}      the sentinel: finish, answer BYE, exit
     BYE     worker -> master  {"v": 1, "type": "bye", "results": N}   a worker's last message
 
+Frames (issue 19): WORK and RESULT messages travel in frames, several to one MPI message. A
+frame is one or more messages of the frame's tag, each one line exactly as ``encode`` writes it
+(``encode`` never writes a newline), joined by ``"\n"``: JSON Lines, as the journal. A frame of
+one message is that message's bytes, unchanged. ``frames`` packs encoded messages into frames
+of at most ``MAX_FRAME_MESSAGES`` messages and ``MAX_FRAME_BYTES`` bytes; ``split_frame`` takes
+one apart, and each line is then decoded (and refused, if it must be) on its own: a malformed
+line costs only itself, never its neighbours. STOP and BYE are never framed. The frame changes
+how many MPI messages carry the protocol's messages, not what they say, nor their order between
+two ranks: the spec and the model, which know messages and not MPI calls, are unchanged.
+
 ``generation`` is the dispatch generation ``[epoch, counter]`` of the WORK (issue 12): with the
 rank it makes the owner token ``(rank, epoch, counter)`` of both leases, which never repeats for
 a rank, across master restarts included (the epoch is the coordinator's). A worker echoes it in
@@ -45,7 +55,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from json.encoder import encode_basestring_ascii
@@ -71,6 +81,11 @@ WorkId = NewType("WorkId", str)
 StateTaskId = NewType("StateTaskId", str)
 #: An MPI rank; a worker rank is the owner fence of every lease it holds.
 Rank = NewType("Rank", int)
+#: The most messages one frame holds (``frames``; ``split_frame`` refuses a frame of more).
+MAX_FRAME_MESSAGES = 256
+#: The largest frame either side accepts (bytes; a frame of one message may be as large as
+#: ``MAX_MESSAGE_BYTES``, several make at most this).
+MAX_FRAME_BYTES = 16 * MAX_MESSAGE_BYTES
 #: The largest ``cpu_s`` a RESULT may report (seconds; about 31,700 years of CPU for one item).
 MAX_CPU_S = 1e12
 #: The largest count a message may carry (BYE ``results``).
@@ -220,6 +235,65 @@ def encode(msg: Message) -> tuple[Tag, bytes]:
             f"{tag.name} message of {len(data)} bytes exceeds the limit of {MAX_MESSAGE_BYTES}"
         )
     return tag, data
+
+
+#: The tags whose messages travel in frames.
+FRAMED = frozenset({Tag.WORK, Tag.RESULT})
+
+
+def frames(parts: Iterable[bytes], limit: int = MAX_FRAME_BYTES) -> Iterator[bytes]:
+    """Encoded messages of one framed tag (``encode``'s bytes, in order) packed into as few
+    frames as ``MAX_FRAME_MESSAGES`` and ``limit`` bytes (at most ``MAX_FRAME_BYTES``) allow,
+    in order; a message larger than ``limit`` goes alone. A part that holds a newline (never
+    ``encode``'s: only a faulty worker's garbage) goes alone, as it is."""
+    limit = min(limit, MAX_FRAME_BYTES)
+    batch: list[bytes] = []
+    size = 0
+    for part in parts:
+        if b"\n" in part:
+            if batch:
+                yield b"\n".join(batch)
+                batch, size = [], 0
+            yield part
+            continue
+        if batch and (len(batch) == MAX_FRAME_MESSAGES or size + 1 + len(part) > limit):
+            yield b"\n".join(batch)
+            batch, size = [], 0
+        size += len(part) + (1 if batch else 0)
+        batch.append(part)
+    if batch:
+        yield b"\n".join(batch)
+
+
+def encode_frames(msgs: Sequence[Message], limit: int = MAX_FRAME_BYTES) -> tuple[Tag, list[bytes]]:
+    """Messages of one framed tag, in order, as (their tag, the frames of at most ``limit``
+    bytes that carry them, ``frames``'s); ``ProtocolError`` as ``encode``'s, ``ValueError`` if
+    they are not all of one framed tag."""
+    tag = tag_of(msgs[0]) if msgs else Tag.WORK
+    parts = []
+    for msg in msgs:
+        kind, data = encode(msg)
+        if kind is not tag or kind not in FRAMED:
+            raise ValueError(f"a frame carries WORK or RESULT messages of one tag, not {kind.name}")
+        parts.append(data)
+    return tag, list(frames(parts, limit))
+
+
+def split_frame(tag: int, data: bytes) -> list[bytes]:
+    """The messages of the frame ``data`` carried by MPI tag ``tag``, each still to be decoded
+    (``decode``); a message of a tag that is not framed (STOP, BYE, an unknown tag) is returned
+    whole. ``ProtocolError`` for a frame over ``MAX_FRAME_BYTES`` or of more than
+    ``MAX_FRAME_MESSAGES`` messages: nothing of it is read."""
+    if len(data) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(data)} bytes exceeds the limit of {MAX_FRAME_BYTES}")
+    if b"\n" not in data or tag not in FRAMED:
+        return [data]
+    lines = data.split(b"\n")
+    if len(lines) > MAX_FRAME_MESSAGES:
+        raise ProtocolError(
+            f"frame of {len(lines)} messages exceeds the limit of {MAX_FRAME_MESSAGES}"
+        )
+    return lines
 
 
 def _work_bytes(msg: Message) -> bytes | None:

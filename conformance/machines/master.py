@@ -290,7 +290,7 @@ class MasterMachine(ConformanceMachine):
                     generation=self.impl_generation(rank, p),
                 )
                 env = Envelope(rank, *wire_encode(result))
-            out = deliver(self.master_(), env)
+            [out] = deliver(self.master_(), env)  # one message, one outcome
             assert out is not None, "a well-formed RESULT was dropped as malformed"
             if keep:
                 self.env.dups += 1

@@ -45,12 +45,15 @@ contenders add ``pipeline``, ``fence`` and what the master held, below). Contend
 ``bare-transport`` ``master-run`` without the master: rank 0 waits as the master loop does
                    (``MpiTransport`` under ``--poll``: a wait, then every message already
                    waiting) and answers each RESULT with the next WORK to its rank, the real
-                   WORK bytes of the catalogue encoded before the clock starts, as deep as the
-                   run's pipeline; the worker ranks run the real ``worker_execute``. Against
+                   WORK bytes of the catalogue encoded before the clock starts, in frames as
+                   the master sends them (a frame of RESULTs answered by one of as many
+                   WORKs), as deep as the run's pipeline; the worker ranks run the real
+                   ``worker_execute``. Against
                    ``master-run`` the master's decisions differ (dispatch, journal,
                    coordinator, decoding the RESULT, encoding the WORK), and with them its
                    depth (``master-run`` ramps up by TTL, this is 64 deep from the start) and
-                   when its clock starts (the 20th result here, the end of that turn there);
+                   when its clock starts (the frame holding the 20th result here, the end of that turn
+                   there);
                    against ``bare``, the Python MPI path, the wire and the worker loop. With
                    fewer round trips than it keeps in flight (``--tasks`` + 20 at most 64 per
                    worker rank) every WORK leaves before the clock starts, which then times
@@ -291,38 +294,40 @@ def transport_master(comm: Any, tasks: int, poll: Any) -> dict[str, Any]:
     its decisions."""
     from leasefence.impl.mpirun import RunConfig
     from leasefence.impl.transport import MpiTransport, mpi_send, stop_workers
-    from leasefence.impl.wire import Tag, encode
+    from leasefence.impl.wire import Tag, encode, frames, split_frame
     from leasefence.impl.workload import generate
 
     total, depth = tasks + WARMUP, RunConfig().pipeline
     works = [encode(item.work((0, i)))[1] for i, item in enumerate(generate(total, seed=0))]
     transport = MpiTransport(comm, poll)
-    sent = received = 0
+    sent = received = at = 0
     start = cpu_start = 0.0
 
-    def send(rank: int) -> None:
+    def send(rank: int, n: int) -> None:
+        """The next ``n`` WORKs to ``rank``, in frames as the master sends them."""
         nonlocal sent
-        if sent < total:
-            mpi_send(comm, rank, Tag.WORK, works[sent])
-            sent += 1
+        n = min(n, total - sent)
+        for frame in frames(works[sent : sent + n], transport.frame_bytes):
+            mpi_send(comm, rank, Tag.WORK, frame)
+        sent += n
 
-    for _ in range(depth):
-        for rank in transport.worker_ranks:
-            send(rank)
+    for rank in transport.worker_ranks:
+        send(rank, depth)
     while received < total:
-        env, answered = transport.receive(0.05), []
+        env, answered = transport.receive(0.05), Counter[int]()
         while env is not None:  # a wait, then every message already waiting, as the master
-            received += 1
-            answered.append(env.source)
-            if received == WARMUP:
-                start, cpu_start = time.perf_counter(), time.process_time()
+            n = len(split_frame(env.tag, env.data))
+            received += n
+            answered[env.source] += n
+            if not at and received >= WARMUP:
+                start, cpu_start, at = time.perf_counter(), time.process_time(), received
             env = transport.ready()
-        for source in answered:
-            send(source)
+        for source, n in answered.items():
+            send(source, n)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     if not stop_workers(transport, 0):
         raise RuntimeError("bare-transport: a worker did not say BYE")
-    return result("bare-transport", tasks, seconds, master_cpu_s=cpu, depth=depth)
+    return result("bare-transport", total - at, seconds, master_cpu_s=cpu, depth=depth)
 
 
 # -- MPIPoolExecutor ---------------------------------------------------------------------------

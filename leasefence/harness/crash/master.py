@@ -84,11 +84,12 @@ def _run(directory: Path, items: int, depth: int, seed: int, ack: Any) -> None:
         ack(step[0], payload)
 
     class Sending(InProcessTransport):
-        def send(self, rank: Any, msg: Any) -> None:
-            if hasattr(msg, "work_id"):
-                gen = list(msg.generation) if msg.generation is not None else None
-                say(["work", int(rank), msg.work_id, gen])
-            super().send(rank, msg)
+        def send_many(self, rank: Any, msgs: Any) -> None:
+            for msg in msgs:
+                if hasattr(msg, "work_id"):
+                    gen = list(msg.generation) if msg.generation is not None else None
+                    say(["work", int(rank), msg.work_id, gen])
+            super().send_many(rank, msgs)
 
     class Acks(DispatchHooks):
         def __init__(self) -> None:

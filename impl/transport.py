@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,10 +42,10 @@ from leasefence.impl.wire import (
     Work,
     claimed_work_id,
     decode,
+    decode_frame,
     encode,
     encode_frames,
     frames,
-    split_frame,
 )
 from leasefence.impl.workload import Outcome, WorkerFn
 
@@ -199,8 +199,10 @@ class InProcessTransport:
     def _arrive(self, rank: Rank, tag: int, data: bytes) -> None:
         """The bytes MPI would carry reach the worker of ``rank``: taken apart and decoded as
         ``worker_execute`` does, each message then taken (``take``) in order."""
-        for line in split_frame(tag, data):
-            self.take(rank, decode(tag, line, FROM_MASTER))
+        for _, msg in decode_frame(tag, data, FROM_MASTER):
+            if isinstance(msg, ProtocolError):
+                raise msg
+            self.take(rank, msg)
 
     def take(self, rank: Rank, decoded: Message) -> None:
         """The worker of ``rank`` takes one decoded message from the master."""
@@ -279,18 +281,37 @@ def mpi_receive(
     return Envelope(status.Get_source(), status.Get_tag(), bytes(buf))
 
 
-def frame_bytes() -> int:
+#: MPICH's names for the size of a cell of its shared-memory queue, in the order it reads them.
+CELL_SIZE_ENV = (
+    "MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE",
+    "MPIR_PARAM_CH4_SHM_POSIX_IQUEUE_CELL_SIZE",
+    "MPICH_CH4_SHM_POSIX_IQUEUE_CELL_SIZE",
+)
+#: MPICH's cell size unless one of ``CELL_SIZE_ENV`` sets it (bytes).
+DEFAULT_CELL_BYTES = 8192
+
+
+def frame_bytes(environ: Mapping[str, str] = os.environ) -> int:
     """How large a frame a sender makes (``wire.frames``' ``limit``): what one cell of MPICH's
-    shared-memory queue carries (``MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE``, 8 KiB unless
-    set, less 256 bytes for its header). A larger message goes through several cells and a
-    protocol that needs the receiver: its blocking ``Send`` waits for the other rank, which is
-    busy (measured, 20,000 trivial tasks on 3 ranks: rank 0's CPU 30 us a task with frames of
-    8,100 bytes, 80 us with 8,192 and beyond)."""
-    try:
-        cell = int(os.environ.get("MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE", "8192"))
-    except ValueError:
-        cell = 8192
-    return max(cell - 256, 1024)
+    shared-memory queue carries (``CELL_SIZE_ENV``, 8 KiB unless set), less 256 bytes for its
+    header, and at least 256. A larger message goes through several cells and a protocol that
+    needs the receiver: its blocking ``Send`` waits for the other rank, which is busy
+    (measured, 20,000 trivial tasks on 3 ranks: rank 0's CPU 30 us a task with frames of 8,100
+    bytes, 80 us with 8,192 and beyond). A value that is not a whole number of bytes is
+    ignored with a warning naming it (MPICH itself would refuse it). A frame of one message is
+    sent whatever its size: the limit only decides how many messages share a frame."""
+    cell = DEFAULT_CELL_BYTES
+    for name in CELL_SIZE_ENV:
+        text = environ.get(name)
+        if text is None:
+            continue
+        digits = text.strip()
+        if digits.isascii() and digits.isdigit():
+            cell = int(digits)
+        else:
+            log.warning("%s=%r is not a number of bytes: frames assume %d", name, text, cell)
+        break
+    return max(cell - 256, 256)
 
 
 def mpi_send(comm: Any, dest: int, tag: int, data: bytes) -> None:
@@ -340,33 +361,25 @@ OnResult = Callable[[Result, "ResultOutcome"], None]
 def deliver(
     master: Master, env: Envelope, on_result: OnResult | None = None
 ) -> list[ResultOutcome | None]:
-    """Take apart one frame from a worker (``wire.split_frame``) and hand each message in it to
+    """Take apart one frame from a worker (``wire.decode_frame``) and hand each message in it to
     the master, in order; the outcome of each, None for one refused. A malformed, unknown or
     unexpected message is logged, counted and dropped, alone (a frame refused whole counts
     once); the master keeps going."""
-    try:
-        lines = split_frame(env.tag, env.data)
-    except ProtocolError as exc:
-        master.count_malformed(env.source, exc)
-        return [None]
-    return [_deliver_one(master, env.source, env.tag, line, on_result) for line in lines]
-
-
-def _deliver_one(
-    master: Master, source: int, tag: int, data: bytes, on_result: OnResult | None
-) -> ResultOutcome | None:
-    try:
-        msg = decode(tag, data, FROM_WORKER)
+    source = env.source
+    outcomes: list[ResultOutcome | None] = []
+    for line, msg in decode_frame(env.tag, env.data, FROM_WORKER):
         if isinstance(msg, Bye):
-            raise ProtocolError("BYE before STOP")
-    except ProtocolError as exc:
-        master.count_malformed(source, exc, claimed_work_id(data))
-        return None
-    assert isinstance(msg, Result)
-    outcome = master.handle_result(Rank(source), msg)
-    if on_result is not None:
-        on_result(msg, outcome)
-    return outcome
+            msg = ProtocolError("BYE before STOP")
+        if isinstance(msg, ProtocolError):
+            master.count_malformed(source, msg, None if line is None else claimed_work_id(line))
+            outcomes.append(None)
+            continue
+        assert isinstance(msg, Result)
+        outcome = master.handle_result(Rank(source), msg)
+        if on_result is not None:
+            on_result(msg, outcome)
+        outcomes.append(outcome)
+    return outcomes
 
 
 class DispatchHooks:
@@ -496,9 +509,15 @@ def stop_workers(transport: Transport, status: int, timeout: float = STOP_TIMEOU
     return not waiting
 
 
-#: How long a worker keeps the RESULTs of one WORK frame to send them together: a result waits
-#: at most this long (plus its next item's run) for the rest of its frame (issue 19).
+#: How long a worker keeps the RESULTs of one WORK frame to send them together (issue 19): a
+#: RESULT is held only while the items after it are quick (``QUICK_ITEM_S``), and once held
+#: this long all go. A worker cannot know how long its next item runs: a RESULT held behind a
+#: quick item waits for the next item of its frame to end, however long that one runs, as a WORK
+#: of the frame not yet started waits for the item before it.
 RESULT_FRAME_S = 0.005
+#: An item that runs at least this long sends the RESULTs held before it and its own at once:
+#: batching pays for items of microseconds, not for items long enough to keep a rank busy.
+QUICK_ITEM_S = 0.001
 
 
 def worker_execute(
@@ -508,9 +527,10 @@ def worker_execute(
     ``respond`` makes of its result; on STOP send any held replies, then BYE (with the number of
     RESULT messages sent), and return the exit status the STOP carried.
 
-    WORKs come in frames (``wire.split_frame``); the RESULTs of one frame go back in frames too
-    (``wire.frames``), sent when the frame is done or when the first of them has waited
-    ``RESULT_FRAME_S``, whichever is first. Any other reply (a fault's) goes alone, in order
+    WORKs come in frames (``wire.decode_frame``); the RESULTs of one frame go back in frames too
+    (``wire.frames``), sent when the frame is done, when an item took ``QUICK_ITEM_S`` or more,
+    or when the first of them has been held ``RESULT_FRAME_S`` by the end of an item, whichever
+    is first. Any other reply (a fault's) goes alone, in order
     (the RESULTs before it first). A reply with a ``hold`` is held that many seconds while the
     worker keeps taking work. A worker holding nothing waits for its next message without a
     deadline (``poll``: how).
@@ -551,16 +571,9 @@ def worker_execute(
         )
         if env is None:
             continue
-        try:
-            lines = split_frame(env.tag, env.data)
-        except ProtocolError as exc:
-            log.warning("rank %d dropped a malformed frame from the master: %s", rank, exc)
-            continue
-        for line in lines:
-            try:
-                msg = decode(env.tag, line, FROM_MASTER)
-            except ProtocolError as exc:
-                log.warning("rank %d dropped a malformed message from the master: %s", rank, exc)
+        for _, msg in decode_frame(env.tag, env.data, FROM_MASTER):
+            if isinstance(msg, ProtocolError):
+                log.warning("rank %d dropped a malformed message from the master: %s", rank, msg)
                 continue
             if isinstance(msg, Stop):
                 flush()
@@ -571,15 +584,18 @@ def worker_execute(
             assert isinstance(msg, Work)
             attempt = attempts[msg.work_id]
             attempts[msg.work_id] += 1
+            started = time.monotonic()
             for reply in execute(msg, worker_fn, rank, attempt, respond):
                 if reply.hold > 0:
                     held.append((time.monotonic() + reply.hold, reply))
                 elif reply.tag == Tag.RESULT and b"\n" not in reply.data:
                     if not results:
-                        since = time.monotonic()
+                        since = started
                     results.append(reply.data)
                 else:
                     send(reply)
-            if results and time.monotonic() - since >= RESULT_FRAME_S:
-                flush()
+            if results:
+                now = time.monotonic()
+                if now - since >= RESULT_FRAME_S or now - started >= QUICK_ITEM_S:
+                    flush()
         flush()

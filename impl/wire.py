@@ -17,9 +17,11 @@ Frames (issue 19): WORK and RESULT messages travel in frames, several to one MPI
 frame is one or more messages of the frame's tag, each one line exactly as ``encode`` writes it
 (``encode`` never writes a newline), joined by ``"\n"``: JSON Lines, as the journal. A frame of
 one message is that message's bytes, unchanged. ``frames`` packs encoded messages into frames
-of at most ``MAX_FRAME_MESSAGES`` messages and ``MAX_FRAME_BYTES`` bytes; ``split_frame`` takes
-one apart, and each line is then decoded (and refused, if it must be) on its own: a malformed
-line costs only itself, never its neighbours. STOP and BYE are never framed. The frame changes
+of at most ``MAX_FRAME_MESSAGES`` messages and ``MAX_FRAME_BYTES`` bytes; ``decode_frame``
+takes one apart (``split_frame``: blank lines carry nothing and are skipped) and decodes each
+line on its own: a malformed line costs only itself, never its neighbours. A message sent
+before frames may hold newlines between its JSON tokens; when such a message's lines do not
+decode one by one, it is read whole, as before. STOP and BYE are never framed. The frame changes
 how many MPI messages carry the protocol's messages, not what they say, nor their order between
 two ranks: the spec and the model, which know messages and not MPI calls, are unchanged.
 
@@ -282,18 +284,52 @@ def encode_frames(msgs: Sequence[Message], limit: int = MAX_FRAME_BYTES) -> tupl
 def split_frame(tag: int, data: bytes) -> list[bytes]:
     """The messages of the frame ``data`` carried by MPI tag ``tag``, each still to be decoded
     (``decode``); a message of a tag that is not framed (STOP, BYE, an unknown tag) is returned
-    whole. ``ProtocolError`` for a frame over ``MAX_FRAME_BYTES`` or of more than
+    whole. Blank lines (empty or whitespace only, as a trailing newline leaves) carry no
+    message and are left out; a frame of nothing else is returned whole (``decode`` names what
+    is wrong with it). ``ProtocolError`` for a frame over ``MAX_FRAME_BYTES`` or of more than
     ``MAX_FRAME_MESSAGES`` messages: nothing of it is read."""
     if len(data) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(data)} bytes exceeds the limit of {MAX_FRAME_BYTES}")
     if b"\n" not in data or tag not in FRAMED:
         return [data]
-    lines = data.split(b"\n")
+    lines = [line for line in data.split(b"\n") if not line.isspace() and line]
     if len(lines) > MAX_FRAME_MESSAGES:
         raise ProtocolError(
             f"frame of {len(lines)} messages exceeds the limit of {MAX_FRAME_MESSAGES}"
         )
-    return lines
+    return lines or [data]
+
+
+#: One message of a frame as ``decode_frame`` read it: its bytes (None when the whole frame was
+#: refused) and the message, or the ``ProtocolError`` that says why it was refused.
+Decoded = tuple[bytes | None, Message | ProtocolError]
+
+
+def decode_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded]:
+    """Every message of the frame ``data`` carried by MPI tag ``tag``, in order, each decoded on
+    its own (``split_frame``, then ``decode``): a malformed line costs only itself. A frame
+    refused whole (``split_frame``'s error) is one entry ``(None, error)``. A message that is
+    not one line (JSON may hold newlines between its tokens, and the protocol before frames
+    read such a message) is read whole: when a line of a multi-line ``data`` fails to decode
+    and ``data`` decodes as one message, that message is the frame's only one."""
+    try:
+        lines = split_frame(tag, data)
+    except ProtocolError as exc:
+        return [(None, exc)]
+    out: list[Decoded] = []
+    failed = False
+    for line in lines:
+        try:
+            out.append((line, decode(tag, line, accept)))
+        except ProtocolError as exc:
+            out.append((line, exc))
+            failed = True
+    if failed and len(lines) > 1:
+        try:
+            return [(data, decode(tag, data, accept))]
+        except ProtocolError:
+            pass
+    return out
 
 
 def _work_bytes(msg: Message) -> bytes | None:

@@ -7,8 +7,9 @@ in and a list of sends out).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -42,12 +43,13 @@ from leasefence.impl.wire import (
     Work,
     WorkId,
     decode,
+    decode_frame,
     encode,
     encode_frames,
     frames,
     split_frame,
 )
-from leasefence.impl.workload import generate, trivial_worker
+from leasefence.impl.workload import Outcome, generate, trivial_worker
 
 
 def _work(i: int) -> Work:
@@ -82,8 +84,8 @@ def test_frames_hold_at_most_max_frame_bytes_and_a_largest_message_fits_alone() 
     big = b"{" + b"x" * (MAX_MESSAGE_BYTES - 2) + b"}"
     framed = list(frames([big] * 20))
     assert all(len(f) <= MAX_FRAME_BYTES for f in framed)
-    assert len(framed) == 2  # 16 of them fill a frame (with their 15 newlines), 4 the next
-    assert sum(len(split_frame(Tag.RESULT, f)) for f in framed) == 20
+    # 15 of them and their 14 newlines fit, a 16th would not (16 x 65,536 + 15 > 1 MiB)
+    assert [len(split_frame(Tag.RESULT, f)) for f in framed] == [15, 5]
 
 
 def test_a_part_holding_a_newline_goes_alone_between_the_frames_around_it() -> None:
@@ -109,7 +111,40 @@ def test_an_oversized_frame_or_one_of_too_many_messages_is_refused_with_its_size
     with pytest.raises(ProtocolError, match=f"exceeds the limit of {MAX_FRAME_BYTES}"):
         split_frame(Tag.RESULT, b"x" * (MAX_FRAME_BYTES + 1))
     with pytest.raises(ProtocolError, match=f"{MAX_FRAME_MESSAGES + 1} messages exceeds"):
-        split_frame(Tag.RESULT, b"\n" * MAX_FRAME_MESSAGES)
+        split_frame(Tag.RESULT, b"\n".join([b"{}"] * (MAX_FRAME_MESSAGES + 1)))
+
+
+def test_blank_lines_carry_no_message_and_a_full_frame_may_end_with_a_newline() -> None:
+    parts = [encode(_work(i))[1] for i in range(MAX_FRAME_MESSAGES)]
+    frame = b"\n".join(parts) + b"\n"
+    assert split_frame(Tag.WORK, frame) == parts
+    assert split_frame(Tag.WORK, parts[0] + b"\n\n \t\n" + parts[1] + b"\n") == parts[:2]
+    # nothing but blank lines: returned whole, for ``decode`` to name what is wrong
+    assert split_frame(Tag.RESULT, b"\n\n") == [b"\n\n"]
+    [(line, error)] = decode_frame(Tag.RESULT, b"\n \n", FROM_WORKER)
+    assert line == b"\n \n"
+    assert isinstance(error, ProtocolError)
+
+
+def test_a_message_written_over_several_lines_is_still_read_whole() -> None:
+    """JSON may hold newlines between its tokens, and the protocol before frames read such a
+    message: when its lines do not decode one by one, the whole is read as one message."""
+    result = Result(WorkId("ab" * 32), StateTaskId("t1"), True, 0.5, {"k": [1, 2]}, (3, 4))
+    data = (
+        b'{\n  "v": 1, "type": "result", "work_id": "'
+        + b"ab" * 32
+        + (
+            b'",\n  "state_task_id": "t1", "ok": true, "cpu_s": 0.5,\n'
+            b'  "output": {"k": [1,\n 2]}, "generation": [3, 4]\n}\n'
+        )
+    )
+    assert decode_frame(Tag.RESULT, data, FROM_WORKER) == [(data, result)]
+    # two good lines and a bad one: the good ones stand, the bad one is refused alone
+    good = encode(result)[1]
+    got = decode_frame(Tag.RESULT, good + b"\n{bad\n" + good, FROM_WORKER)
+    assert [m for _, m in got][::2] == [result, result]
+    assert got[1][0] == b"{bad"
+    assert isinstance(got[1][1], ProtocolError)
 
 
 # -- the master's side -------------------------------------------------------------------------
@@ -150,6 +185,18 @@ def test_a_malformed_line_of_a_frame_is_dropped_alone_and_the_others_are_settled
     assert m.counters.completed == 1
     assert m.counters.malformed_messages == 2
     assert m.journal.completed == {sent[0].work_id}
+    m.close()
+
+
+def test_a_trailing_newline_costs_nothing_and_marks_no_other_dispatch(tmp_path: Path) -> None:
+    m, sent = _master(tmp_path, 12)
+    assert len(sent) >= 2
+    outcomes = deliver(m, Envelope(1, Tag.RESULT, _results(sent[:1])[0] + b"\n"))
+    assert len(outcomes) == 1
+    assert outcomes[0] is not None
+    assert outcomes[0].work_ok
+    assert m.counters.malformed_messages == 0
+    assert not m.invalid  # no dispatch of the rank was charged for a blank line
     m.close()
 
 
@@ -198,13 +245,30 @@ class _Comm:
         return 2
 
 
+class _Clock:
+    """The worker's ``time.monotonic``: it stands still unless a worker function moves it, so
+    what the worker sends together does not depend on how fast this machine is."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
 def _worker(
-    monkeypatch: pytest.MonkeyPatch, arriving: list[tuple[int, bytes]], **kw: Any
+    monkeypatch: pytest.MonkeyPatch,
+    arriving: list[tuple[int, bytes]],
+    worker_fn: Callable[[Work], Outcome] = trivial_worker,
+    clock: _Clock | None = None,
+    **kw: Any,
 ) -> tuple[int, list[tuple[int, bytes]]]:
     """Run ``worker_execute`` on the master's messages ``arriving``; its exit status and every
-    (tag, bytes) it sent."""
+    (tag, bytes) it sent. Time passes only as ``clock`` is moved (by ``worker_fn``)."""
     inbox: Iterator[tuple[int, bytes]] = iter(arriving)
     out: list[tuple[int, bytes]] = []
+    clock = clock if clock is not None else _Clock()
+    monkeypatch.setattr(transport, "time", SimpleNamespace(monotonic=clock.monotonic))
 
     def receive(comm: Any, source: int, timeout: Any, policy: Any = None) -> Envelope:
         tag, data = next(inbox)
@@ -216,9 +280,7 @@ def _worker(
 
     monkeypatch.setattr(transport, "mpi_receive", receive)
     monkeypatch.setattr(transport, "mpi_send", send)
-    status = worker_execute(
-        _Comm(), trivial_worker, poll=PollPolicy("spin", 0.0, 0.0, 0.0, 0.0), **kw
-    )
+    status = worker_execute(_Comm(), worker_fn, poll=PollPolicy("spin", 0.0, 0.0, 0.0, 0.0), **kw)
     return status, out
 
 
@@ -250,6 +312,42 @@ def test_a_worker_sends_each_result_at_once_when_the_frame_time_is_zero(
     _, out = _worker(monkeypatch, [(tag, framed[0]), encode(Stop())])
     assert [len(g) for g in _lines(out)] == [1, 1, 1, 1]
     assert _lines(out)[-1] == [Bye(3)]
+
+
+def _taking(clock: _Clock, seconds: dict[int, float]) -> Callable[[Work], Outcome]:
+    """A worker function whose item ``i`` (``_work(i)``) runs ``seconds[i]`` of ``clock``."""
+
+    def run(work: Work) -> Outcome:
+        clock.now += seconds.get(int(work.work_id, 16), 0.0)
+        return trivial_worker(work)
+
+    return run
+
+
+def test_a_slow_item_sends_the_results_held_before_it_and_its_own_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _Clock()
+    tag, framed = encode_frames([_work(i) for i in range(5)])
+    slow = {1: transport.QUICK_ITEM_S}  # item 1 is not quick
+    _, out = _worker(monkeypatch, [(tag, framed[0]), encode(Stop())], _taking(clock, slow), clock)
+    assert [[r.work_id for r in g] for g in _lines(out)[:-1]] == [
+        [_work(0).work_id, _work(1).work_id],  # sent as soon as item 1 ended
+        [_work(i).work_id for i in (2, 3, 4)],  # the rest at the frame's end
+    ]
+
+
+def test_results_held_for_the_frame_time_go_out_before_the_next_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _Clock()
+    tag, framed = encode_frames([_work(i) for i in range(6)])
+    # each item quick, but together they reach RESULT_FRAME_S by the end of item 2
+    step = transport.RESULT_FRAME_S / 3 + 1e-6
+    quick = dict.fromkeys(range(6), step)
+    monkeypatch.setattr(transport, "QUICK_ITEM_S", 1.0)  # only the frame time decides here
+    _, out = _worker(monkeypatch, [(tag, framed[0]), encode(Stop())], _taking(clock, quick), clock)
+    assert [len(g) for g in _lines(out)] == [3, 3, 1]
 
 
 def test_a_malformed_line_from_the_master_costs_only_itself(
@@ -286,14 +384,22 @@ def test_a_fault_reply_goes_alone_after_the_results_before_it(
 
 
 def test_a_sender_keeps_its_frames_within_one_cell_of_mpichs_shared_memory_queue(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.delenv("MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE", raising=False)
-    assert transport.frame_bytes() == 8192 - 256
-    monkeypatch.setenv("MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE", "65536")
-    assert transport.frame_bytes() == 65536 - 256
-    monkeypatch.setenv("MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE", "lots")
-    assert transport.frame_bytes() == 8192 - 256
+    cvar, param, plain = transport.CELL_SIZE_ENV
+    assert transport.frame_bytes({}) == 8192 - 256
+    assert transport.frame_bytes({cvar: "65536"}) == 65536 - 256
+    assert transport.frame_bytes({param: " 16384 ", plain: "4096"}) == 16384 - 256
+    assert transport.frame_bytes({plain: "4096"}) == 4096 - 256
+    assert transport.frame_bytes({cvar: "100"}) == 256  # a frame is never made smaller
+    for bad in ("lots", "8K", "", "1_0000", "-5", "\u00b2"):
+        caplog.clear()
+        assert transport.frame_bytes({cvar: bad, plain: "4096"}) == 8192 - 256
+        assert f"{cvar}={bad!r} is not a number of bytes" in caplog.text
+    monkeypatch.delenv(cvar, raising=False)
+    monkeypatch.delenv(param, raising=False)
+    monkeypatch.delenv(plain, raising=False)
+    assert transport.frame_bytes() == 8192 - 256  # os.environ by default
     parts = [encode(_work(i))[1] for i in range(100)]
     framed = list(frames(parts, transport.frame_bytes()))
     assert all(len(f) <= 8192 - 256 for f in framed)

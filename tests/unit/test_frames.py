@@ -150,17 +150,21 @@ def test_a_message_written_over_several_lines_is_still_read_whole() -> None:
 # -- the master's side -------------------------------------------------------------------------
 
 
-def _master(tmp_path: Path, items: int) -> tuple[Master, list[Work]]:
-    catalogue = generate(items, seed=5)
-    m = Master.open(
+def _open(tmp_path: Path, items: int, pipeline: int, seed: int) -> Master:
+    """A durable master with group commit over ``items`` generated items, on a manual clock."""
+    return Master.open(
         tmp_path / "j.jsonl",
         tmp_path / "s.json",
-        catalogue,
+        generate(items, seed=seed),
         ttl=60.0,
         clock=ManualClock(),
-        pipeline=4,
+        pipeline=pipeline,
         group_commit=True,
     )
+
+
+def _master(tmp_path: Path, items: int) -> tuple[Master, list[Work]]:
+    m = _open(tmp_path, items, pipeline=4, seed=5)
     sent = [w for _, w in m.dispatch_pending([Rank(1)])]
     m.commit()
     return m, sent
@@ -217,17 +221,7 @@ def test_the_master_loop_sends_each_rank_its_works_in_frames(tmp_path: Path) -> 
             frames_sent.append((int(rank), len(msgs)))
             super().send_many(rank, msgs)
 
-    catalogue = generate(60, seed=2)
-    m = Master.open(
-        tmp_path / "j.jsonl",
-        tmp_path / "s.json",
-        catalogue,
-        ttl=60.0,
-        clock=ManualClock(),
-        pipeline=8,
-        group_commit=True,
-    )
-    m = master_dispatch(m, Counting(trivial_worker, (1, 2)))
+    m = master_dispatch(_open(tmp_path, 60, pipeline=8, seed=2), Counting(trivial_worker, (1, 2)))
     m.close()
     assert m.counters.completed == 60
     assert sum(n for _, n in frames_sent) == m.counters.dispatched

@@ -268,7 +268,9 @@ def _run(
 ) -> Master:
     items = catalogue(profile)
     worker, respond = _workers(profile, items, bounds.ttl)
-    transport = InProcessTransport(worker, bounds.ranks, respond=respond, clock=clock)
+    transport = InProcessTransport(
+        worker, bounds.ranks, respond=respond, clock=clock, frame_results=True
+    )
     fence = profile.fence or default_fence(profile.pipeline)
     trace = (
         None

@@ -162,7 +162,10 @@ class InProcessTransport:
     ``ManualClock``, which ``receive`` advances by its timeout whenever nothing is ready, so
     leases expire without waiting); without a manual clock a held reply is delivered only once
     nothing else is ready. ``receive`` hands over the ready reply ``pick(n)`` chooses of the
-    ``n`` ready (default: the oldest).
+    ``n`` ready (default: the oldest). With ``frame_results`` a worker answers a WORK frame as
+    ``worker_execute`` does when its items are quick: the RESULTs of the frame in frames
+    (``wire.frames``), a fault's reply alone with the RESULTs before it sent first; without, a
+    reply is one message (``pick`` then reorders single RESULTs).
     """
 
     def __init__(
@@ -173,8 +176,10 @@ class InProcessTransport:
         respond: Respond = respond,
         pick: Callable[[int], int] | None = None,
         clock: ManualClock | None = None,
+        frame_results: bool = False,
     ) -> None:
         self._ranks = tuple(Rank(r) for r in ranks)
+        self.frame_results = frame_results
         self.worker_fn = worker_fn
         self.respond = respond
         self.pick = pick
@@ -198,15 +203,20 @@ class InProcessTransport:
 
     def _arrive(self, rank: Rank, tag: int, data: bytes) -> None:
         """The bytes MPI would carry reach the worker of ``rank``: taken apart and decoded as
-        ``worker_execute`` does, each message then taken (``take``) in order."""
+        ``worker_execute`` does, each message then taken (``take``) in order, the RESULTs of
+        the frame held to be sent together under ``frame_results``."""
+        batch: list[bytes] | None = [] if self.frame_results else None
         for _, msg in decode_frame(tag, data, FROM_MASTER):
             if isinstance(msg, ProtocolError):
                 raise msg
-            self.take(rank, msg)
+            self.take(rank, msg, batch)
+        self._flush(rank, batch)
 
-    def take(self, rank: Rank, decoded: Message) -> None:
-        """The worker of ``rank`` takes one decoded message from the master."""
+    def take(self, rank: Rank, decoded: Message, batch: list[bytes] | None = None) -> None:
+        """The worker of ``rank`` takes one decoded message from the master; a RESULT sent at
+        once joins ``batch`` (when given) instead of going alone."""
         if isinstance(decoded, Stop):
+            self._flush(rank, batch)
             self.queue = [(None, e) if e.source == rank else (t, e) for t, e in self.queue]
             self._put(None, Envelope(rank, *encode(Bye(self.sent[rank]))))
             self.stopped.add(rank)
@@ -215,18 +225,36 @@ class InProcessTransport:
         attempt = self.attempts[rank, decoded.work_id]
         self.attempts[rank, decoded.work_id] += 1
         for reply in execute(decoded, self.worker_fn, rank, attempt, self.respond):
+            if (
+                batch is not None
+                and reply.hold <= 0
+                and reply.tag == Tag.RESULT
+                and b"\n" not in reply.data
+            ):
+                batch.append(reply.data)
+                continue
             due: float | None = None
-            if reply.hold > 0:
+            if reply.hold > 0:  # held: the RESULTs before it may still go together
                 due = self.clock() + reply.hold if self.clock is not None else float("inf")
+            else:  # alone, after the RESULTs before it
+                self._flush(rank, batch)
             self._put(due, Envelope(rank, reply.tag, reply.data))
+
+    def _flush(self, rank: Rank, batch: list[bytes] | None) -> None:
+        """Send the RESULTs held in ``batch`` in frames, and empty it."""
+        if batch:
+            for frame in frames(batch):
+                self._put(None, Envelope(rank, Tag.RESULT, frame), frame.count(b"\n") + 1)
+            batch.clear()
 
     def inject_raw(self, source: int, tag: int, data: bytes) -> None:
         """Queue arbitrary bytes as if ``source`` had sent them (tests of the decoder path)."""
         self._put(None, Envelope(source, tag, data))
 
-    def _put(self, due: float | None, env: Envelope) -> None:
+    def _put(self, due: float | None, env: Envelope, results: int = 1) -> None:
+        """Queue ``env``, which carries ``results`` RESULT messages if it is a RESULT."""
         if env.tag == Tag.RESULT:
-            self.sent[env.source] += 1
+            self.sent[env.source] += results
         self.queue.append((due, env))
 
     def ready(self) -> Envelope | None:
@@ -530,10 +558,9 @@ def worker_execute(
     WORKs come in frames (``wire.decode_frame``); the RESULTs of one frame go back in frames too
     (``wire.frames``), sent when the frame is done, when an item took ``QUICK_ITEM_S`` or more,
     or when the first of them has been held ``RESULT_FRAME_S`` by the end of an item, whichever
-    is first. Any other reply (a fault's) goes alone, in order
-    (the RESULTs before it first). A reply with a ``hold`` is held that many seconds while the
-    worker keeps taking work. A worker holding nothing waits for its next message without a
-    deadline (``poll``: how).
+    is first. Any other reply (a fault's) goes alone, in order (the RESULTs before it first). A
+    reply with a ``hold`` is held that many seconds while the worker keeps taking work. A worker
+    holding nothing waits for its next message without a deadline (``poll``: how).
     """
     rank = comm.Get_rank()
     policy = poll if poll is not None else guess_policy(comm)

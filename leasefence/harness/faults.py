@@ -141,7 +141,8 @@ def in_process(
     late_s: float = 0.0,
 ) -> InProcessTransport:
     """An ``InProcessTransport`` whose workers inject ``inject``'s faults (late ones held
-    ``late_s`` seconds of ``clock``) and, with ``reorder``, hand over any ready result next."""
+    ``late_s`` seconds of ``clock``) and, with ``reorder``, hand over any ready reply next; they
+    answer in frames of RESULTs, as a real worker does (``frame_results``)."""
     inject = inject or Injection()
     return InProcessTransport(
         worker_fn,
@@ -149,6 +150,7 @@ def in_process(
         respond=WorkerFaults(inject, late_s).respond,
         pick=Reorder(inject.seed) if "reorder" in inject.kinds else None,
         clock=clock,
+        frame_results=True,  # as ``worker_execute`` answers a frame of quick items
     )
 
 

@@ -19,6 +19,7 @@ from leasefence.impl.errors import ProtocolError
 from leasefence.impl.master import Master
 from leasefence.impl.poll import PollPolicy
 from leasefence.impl.transport import (
+    DispatchHooks,
     Envelope,
     InProcessTransport,
     ManualClock,
@@ -226,6 +227,51 @@ def test_the_master_loop_sends_each_rank_its_works_in_frames(tmp_path: Path) -> 
     assert m.counters.completed == 60
     assert sum(n for _, n in frames_sent) == m.counters.dispatched
     assert max(n for _, n in frames_sent) > 1  # some frame held several WORKs
+
+
+@pytest.mark.parametrize("garbage", [False, True])
+def test_results_in_frames_settle_as_the_same_results_one_by_one(
+    tmp_path: Path, garbage: bool
+) -> None:
+    """The in-process workers answer as a real worker does (``frame_results``): the master
+    takes RESULT frames apart and settles exactly what it settles from single RESULTs; a
+    worker's garbage after each RESULT goes alone and costs only itself."""
+
+    def respond_(result: Result, rank: int, attempt: int) -> list[Reply]:
+        replies = respond(result, rank, attempt)
+        return [*replies, Reply(Tag.RESULT, b"{not json")] if garbage else replies
+
+    def run(framed: bool, where: Path) -> tuple[Master, list[int]]:
+        lines: list[int] = []
+
+        class Seen(InProcessTransport):
+            def receive(self, timeout: float) -> Envelope | None:
+                env = super().receive(timeout)
+                if env is not None and env.tag == Tag.RESULT:
+                    lines.append(len(split_frame(env.tag, env.data)))
+                return env
+
+        class Bounded(DispatchHooks):  # fails instead of waiting for ever for a lost RESULT
+            turns = 0
+
+            def on_progress(self, master: Master) -> None:
+                self.turns += 1
+                assert self.turns < 10_000, f"the loop did not end: {master.counters.as_dict()}"
+
+        where.mkdir()
+        t = Seen(trivial_worker, (1, 2), respond=respond_, frame_results=framed)
+        m = master_dispatch(_open(where, 60, pipeline=8, seed=2), t, hooks=Bounded())
+        m.close()
+        return m, lines
+
+    one, one_lines = run(False, tmp_path / "one")
+    framed, framed_lines = run(True, tmp_path / "framed")
+    assert set(one_lines) == {1}
+    assert max(framed_lines) > 1  # some envelope carried several RESULTs
+    assert framed.counters.completed == one.counters.completed == 60
+    for counter in ("malformed_messages", "duplicate_completions", "wrong_owner_rejections"):
+        assert getattr(framed.counters, counter) == getattr(one.counters, counter)
+    assert framed.counters.malformed_messages == (framed.counters.dispatched if garbage else 0)
 
 
 # -- the worker's side -------------------------------------------------------------------------

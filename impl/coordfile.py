@@ -25,6 +25,7 @@ from typing import Final, TypeVar
 
 from leasefence.impl.durable import open_nofollow, read_nofollow, replace_durably, write_all
 from leasefence.impl.errors import SnapshotError
+from leasefence.impl.frozen import fast_init
 from leasefence.impl.generation import Generation, valid_generation
 from leasefence.impl.rules import UNIX
 from leasefence.impl.strictjson import float_text, json_scalar, strict_hooks
@@ -33,6 +34,7 @@ from leasefence.impl.strictjson import float_text, json_scalar, strict_hooks
 SCHEMA: Final = 1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StateLease:
     """A state-task lease: owner rank, Unix time it was taken, coordinator epoch it was taken in.
@@ -47,6 +49,7 @@ class StateLease:
     generation: Generation | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Stats:
     """Cumulative statistics of one state task (or of all: ``totals()``); see the module doc."""

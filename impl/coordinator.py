@@ -92,7 +92,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import nullcontext
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Final, NoReturn
@@ -324,17 +323,27 @@ class StateShardCoordinator:
         _check_token(task_id, worker, generation)
         if self._failure is not None:
             self._check_usable()
-        held = self._leases.get(task_id)
+        leases = self._leases
+        held = leases.get(task_id)
         if held is not None and held.epoch == self._epoch:
             return False
         lease = StateLease(worker, self._now(), self._epoch, generation)
         # Before any change: if it raises, none was made (none without a file to write it to).
         record = None if self._path is None else lease_record(task_id, lease)
-        with self._made_change(task_id):
-            self._leases[task_id] = lease
-            if task_id not in self._stats:
-                self._stats[task_id] = Stats()
-            self._log(record)
+        if self._autosave and record is not None:  # saved as made: undone if saving fails
+            with self._change((task_id,)):
+                leases[task_id] = lease
+                if task_id not in self._stats:
+                    self._stats[task_id] = Stats()
+                self._log(record)
+            return True
+        # Nothing after the record can fail: the change alone (issue 19: a context manager
+        # on every decision cost a tenth of it).
+        leases[task_id] = lease
+        if task_id not in self._stats:
+            self._stats[task_id] = Stats()
+        if record is not None:
+            self._pending.append(record)
         return True
 
     def complete(
@@ -351,8 +360,14 @@ class StateShardCoordinator:
 
         Frees the task and books one completion, ``reward`` and ``cost``.
         """
-        booked = (1, 0, _check_amount("reward", reward), _check_amount("cost", cost))
-        return self._release(task_id, worker, booked, generation)
+        if not (
+            type(reward) is float
+            and type(cost) is float
+            and 0.0 <= reward <= MAX_AMOUNT
+            and 0.0 <= cost <= MAX_AMOUNT
+        ):  # (every result's amounts: no call to check them)
+            reward, cost = _check_amount("reward", reward), _check_amount("cost", cost)
+        return self._release(task_id, worker, (1, 0, reward, cost), generation)
 
     def abandon(
         self,
@@ -463,8 +478,13 @@ class StateShardCoordinator:
         _check_token(task_id, worker, generation)
         if self._failure is not None:
             self._check_usable()
-        lease = self._active(task_id)
-        if lease is None or (lease.owner, lease.generation) != (worker, generation):
+        lease = self._leases.get(task_id)
+        if (
+            lease is None
+            or lease.epoch != self._epoch  # (stale: not active)
+            or lease.owner != worker
+            or lease.generation != generation
+        ):
             return False
         stats = self._stats.get(task_id)
         if stats is None:  # (never for a leased task: ``lease`` makes its entry)
@@ -472,19 +492,17 @@ class StateShardCoordinator:
         if booked is not None:
             stats = stats.booked(*booked)
         record = None if self._path is None else free_record(task_id, stats)
-        with self._made_change(task_id):
-            del self._leases[task_id]
-            self._stats[task_id] = stats
-            self._log(record)
+        if self._autosave and record is not None:  # as in ``lease``
+            with self._change((task_id,)):
+                del self._leases[task_id]
+                self._stats[task_id] = stats
+                self._log(record)
+            return True
+        del self._leases[task_id]
+        self._stats[task_id] = stats
+        if record is not None:
+            self._pending.append(record)
         return True
-
-    def _made_change(self, task_id: str) -> _Change | nullcontext[None]:
-        """``_change`` of one task whose record is already made: an undo is prepared only
-        where the change is saved as it is made (autosave with a file), the one step that can
-        fail after the change was made in memory; otherwise nothing after the record can."""
-        if self._autosave and self._path is not None:
-            return self._change((task_id,))
-        return _NO_UNDO
 
     def _now(self) -> float:
         now = float(self._clock())
@@ -519,10 +537,6 @@ class StateShardCoordinator:
         same objects), and the error raised. Only the entries changed are copied, so a change
         costs the same however many tasks the coordinator knows (issue 19)."""
         return _Change(self, tuple(tasks))
-
-
-#: The change of ``_made_change`` that needs no undo.
-_NO_UNDO: Final = nullcontext()
 
 
 class _Change:

@@ -6,8 +6,11 @@ a RESULT, an envelope, an active dispatch, an outcome) cost three times what a p
 costs. ``fast_init`` gives such a class an ``__init__`` that stores the same values, with the
 same parameters, defaults and default factories, straight into the instance's ``__dict__``;
 the class stays frozen (assignment refused), and equality, hashing, ``repr``, ``fields`` and
-``replace`` are the dataclass's own. Only for a frozen dataclass without ``__slots__``,
-``__post_init__``, init-only or keyword-only fields (checked).
+``replace`` are the dataclass's own. A class with ``__slots__`` (``slots=True``) has no
+``__dict__``: its ``__init__`` stores each value with its slot's own setter (the member
+descriptor's ``__set__``), which the frozen ``__setattr__`` does not stand in front of (a
+coordinator's lease and statistics, two of every task: 0.54 to 0.31 us each). Only for a frozen
+dataclass without ``__post_init__``, init-only or keyword-only fields (checked).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ _FACTORY: Any = object()
 def fast_init(cls: type[T]) -> type[T]:
     """``cls`` (a frozen dataclass, module doc) with the ``__init__`` described there."""
     params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.frozen or "__slots__" in vars(cls):
-        raise TypeError(f"fast_init: {cls.__name__} is not a frozen dataclass without slots")
+    if params is None or not params.frozen:
+        raise TypeError(f"fast_init: {cls.__name__} is not a frozen dataclass")
+    slots = vars(cls).get("__slots__")
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"fast_init: {cls.__name__} has a __post_init__")
     every = dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -46,8 +50,15 @@ def fast_init(cls: type[T]) -> type[T]:
             body.append(f"    if {f.name} is _FACTORY:\n        {f.name} = _factory_{f.name}()")
         else:
             args.append(f.name)
-    body.append("    values = self.__dict__")
-    body.extend(f"    values[{f.name!r}] = {f.name}" for f in every)
+    if slots is None:
+        body.append("    values = self.__dict__")
+        body.extend(f"    values[{f.name!r}] = {f.name}" for f in every)
+    else:
+        if set(slots) != {f.name for f in every}:
+            raise TypeError(f"fast_init: {cls.__name__} has slots that are not its fields")
+        for f in every:
+            names[f"_set_{f.name}"] = vars(cls)[f.name].__set__  # the slot's own setter
+            body.append(f"    _set_{f.name}(self, {f.name})")
     source = f"def __init__(self, {', '.join(args)}):\n" + "\n".join(body) + "\n"
     exec(source, names)  # (as ``dataclasses`` makes its own ``__init__``)
     init = names["__init__"]

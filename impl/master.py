@@ -157,11 +157,11 @@ class Reservations:
     def __init__(self, limits: Mapping[str, int | None] | None = None) -> None:
         self.limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
         self.limits.update(limits or {})
-        self._held: Counter[tuple[str, str]] = Counter()
+        self._held: dict[tuple[str, str], int] = {}  # (never an entry at 0)
 
     def reserve(self, kind: str, key: str) -> bool:
         """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
-        held = self._held.get((kind, key), 0)  # ``get``: no ``Counter.__missing__`` call
+        held = self._held.get((kind, key), 0)
         limit = self.limits[kind]
         if limit is not None and held >= limit:
             return False
@@ -174,25 +174,39 @@ class Reservations:
         if held <= 0:
             raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
         if held == 1:
-            self._held.pop((kind, key))  # (``del`` would call ``Counter.__delitem__``)
+            del self._held[kind, key]
         else:
             self._held[kind, key] = held - 1
 
     def take(self, wanted: Sequence[tuple[str, str]]) -> int:
         """``reserve`` each ``(kind, key)`` of ``wanted`` in order until one is refused; how many
         were taken (all: ``len(wanted)``), those first ones held (a dispatch's three
-        reservations in one call)."""
+        reservations in one call; ``reserve``'s steps written out, as every dispatch takes
+        three: a call of ``reserve`` each cost a third of this)."""
+        held, limits = self._held, self.limits
         n = 0
-        for kind, key in wanted:
-            if not self.reserve(kind, key):
+        for reservation in wanted:
+            count = held.get(reservation, 0)
+            limit = limits[reservation[0]]
+            if limit is not None and count >= limit:
                 break
+            held[reservation] = count + 1
             n += 1
         return n
 
     def give_back(self, taken: Sequence[tuple[str, str]]) -> None:
-        """``release`` each ``(kind, key)`` of ``taken``, last first."""
-        for kind, key in reversed(taken):
-            self.release(kind, key)
+        """``release`` each ``(kind, key)`` of ``taken``, last first (its steps written out,
+        as ``take``'s)."""
+        held = self._held
+        for reservation in reversed(taken):
+            count = held.get(reservation, 0)
+            if count == 1:
+                del held[reservation]
+            elif count > 1:
+                held[reservation] = count - 1
+            else:
+                kind, key = reservation
+                raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
 
     def held(self) -> dict[tuple[str, str], int]:
         """Every reservation held now, by (kind, key)."""

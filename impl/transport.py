@@ -609,8 +609,8 @@ def worker_execute(
                 mpi_send(comm, 0, *encode(Bye(sent)))
                 return msg.status
             assert isinstance(msg, Work)
-            attempt = attempts[msg.work_id]
-            attempts[msg.work_id] += 1
+            attempt = attempts.get(msg.work_id, 0)  # (``get``: no ``Counter.__missing__`` call)
+            attempts[msg.work_id] = attempt + 1
             started = time.monotonic()
             for reply in execute(msg, worker_fn, rank, attempt, respond):
                 if reply.hold > 0:

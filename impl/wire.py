@@ -311,7 +311,18 @@ def decode_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded]
     refused whole (``split_frame``'s error) is one entry ``(None, error)``. A message that is
     not one line (JSON may hold newlines between its tokens, and the protocol before frames
     read such a message) is read whole: when a line of a multi-line ``data`` fails to decode
-    and ``data`` decodes as one message, that message is the frame's only one."""
+    and ``data`` decodes as one message, that message is the frame's only one.
+
+    A frame every line of which is in its fast reader's layout (``_fast_frame``: the frames
+    ``encode_frames`` writes) is read in one pass, without taking it apart first; any other
+    frame is read line by line (``_decode_lines``), which alone decides what is refused.
+    tests/unit/test_fast_paths.py holds the two equal."""
+    fast = _fast_frame(tag, data, accept)
+    return fast if fast is not None else _decode_lines(tag, data, accept)
+
+
+def _decode_lines(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded]:
+    """``decode_frame`` line by line: ``split_frame``, then ``decode`` each line."""
     try:
         lines = split_frame(tag, data)
     except ProtocolError as exc:
@@ -329,6 +340,39 @@ def decode_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded]
             return [(data, decode(tag, data, accept))]
         except ProtocolError:
             pass
+    return out
+
+
+def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] | None:
+    """The messages of a frame whose every line its tag's fast reader takes (``_FRAME_LINES``:
+    ``_RESULT_LINE`` or ``_WORK_LINE`` ending at a newline or at the frame's end), read with
+    one match a line over the frame's text: what ``_decode_lines`` reads of it, without the
+    split, the copies and ``decode``'s checks a line (issue 19: a message's reading was a
+    sixth of the master's time a task). None for any other frame (``_decode_lines`` decides):
+    one over ``MAX_MESSAGE_BYTES`` (so no line of it is over the limit either), one not ASCII
+    (a line's bytes are then the same slice of ``data`` as of its text), a blank line, a line
+    the fast reader leaves, more than ``MAX_FRAME_MESSAGES`` messages."""
+    kind = _TAGS.get(tag) if type(tag) is int or type(tag) is Tag else None
+    reader = _FRAME_LINES.get(kind) if kind is not None and kind in accept else None
+    if reader is None or len(data) > MAX_MESSAGE_BYTES or not data.isascii():
+        return None
+    pattern, build = reader
+    text = data.decode("ascii")
+    end = len(text)
+    match = pattern.match
+    out: list[Decoded] = []
+    pos = 0
+    while pos < end:
+        m = match(text, pos)
+        if m is None:
+            return None
+        message = build(m)
+        if message is None:
+            return None
+        out.append((data[pos : m.end(1)], message))
+        pos = m.end()
+    if not out or len(out) > MAX_FRAME_MESSAGES:
+        return None
     return out
 
 
@@ -358,15 +402,15 @@ def _generation_field(gen: object) -> str | None:
     when there is none); None when ``gen`` is neither None nor a tuple of two ``int``."""
     if gen is None:
         return ""
-    if (
-        type(gen) is tuple
-        and len(gen) == 2
-        and type(gen[0]) is int
-        and type(gen[1]) is int
-        and -_GEN_TEXT_MAX <= gen[0] <= _GEN_TEXT_MAX
-        and -_GEN_TEXT_MAX <= gen[1] <= _GEN_TEXT_MAX
-    ):
-        return f'"generation":[{int.__repr__(gen[0])},{int.__repr__(gen[1])}],'
+    if type(gen) is tuple and len(gen) == 2:
+        epoch, counter = gen
+        if (
+            type(epoch) is int  # (exactly ``int``: its format is its ``repr``, never a bool's)
+            and type(counter) is int
+            and -_GEN_TEXT_MAX <= epoch <= _GEN_TEXT_MAX
+            and -_GEN_TEXT_MAX <= counter <= _GEN_TEXT_MAX
+        ):
+            return f'"generation":[{epoch},{counter}],'
     return None  # the general encoder says what is wrong (an integer past str's digit limit)
 
 
@@ -456,14 +500,14 @@ _SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 #: number without a sign, the generation's parts at most 19 digits, the state task ID without
 #: a quote or a backslash (its text is then its value). ``output`` is any text between
 #: ``"output":`` and the fixed tail, and must decode on its own as one JSON object.
-_RESULT_LINE = re.compile(
+_RESULT_BODY = (
     r'\{"cpu_s":((?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?),'
     r'(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
-    r'"ok":(true|false),"output":(\{.*?\}),'
+    r'"ok":(true|false),"output":(\{ANY*?\}),'
     r'(?:"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",)?'
-    r'"type":"result","v":1,"work_id":"([0-9a-f]{64})"\}',
-    re.DOTALL,
+    r'"type":"result","v":1,"work_id":"([0-9a-f]{64})"\}'
 )
+_RESULT_LINE = re.compile("(" + _RESULT_BODY.replace("ANY", ".") + ")", re.DOTALL)
 
 
 def _fast_result(text: str) -> Result | None:
@@ -472,15 +516,22 @@ def _fast_result(text: str) -> Result | None:
     such a text (tests/unit/test_fast_paths.py compares the two on written and hostile
     messages)."""
     m = _RESULT_LINE.fullmatch(text)
-    if m is None:
-        return None
-    cpu_text, epoch, counter, ok, output_text, task, work_id = m.groups()
+    return None if m is None else _result_of(m)
+
+
+def _result_of(m: re.Match[str]) -> Result | None:
+    """The RESULT a match of ``_RESULT_LINE`` (or of its line in a frame) holds, or None when a
+    value is out of the general path's range. (Written out, no helper calls: a match's values
+    are already of their types' spelling, and this runs for every RESULT the master reads.)"""
+    cpu_text, epoch, counter, ok, output_text, task, work_id = m.group(2, 3, 4, 5, 6, 7, 8)
     cpu = float(cpu_text)
-    if not 0.0 <= cpu <= MAX_CPU_S:
+    if cpu > MAX_CPU_S:  # (the layout has no sign: never below 0, never NaN)
         return None
-    in_range, generation = _generation(epoch, counter)
-    if not in_range:
-        return None
+    generation = None
+    if epoch is not None:
+        generation = (int(epoch), int(counter))
+        if generation[0] > MAX_GENERATION_PART or generation[1] > MAX_GENERATION_PART:
+            return None
     output = _one_object(output_text)
     if output is None:
         return None
@@ -494,23 +545,26 @@ def _fast_result(text: str) -> Result | None:
     )
 
 
-#: A WORK exactly as ``encode`` writes it, read by ``_fast_work`` as ``_RESULT_LINE`` is read.
-_WORK_LINE = re.compile(
+_WORK_BODY = (
     r'\{(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
-    r'"payload":(\{.*?\}),'
+    r'"payload":(\{ANY*?\}),'
     r'"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",'
-    r'"type":"work","v":1,"work_id":"([0-9a-f]{64})"\}',
-    re.DOTALL,
+    r'"type":"work","v":1,"work_id":"([0-9a-f]{64})"\}'
 )
+_WORK_LINE = re.compile("(" + _WORK_BODY.replace("ANY", ".") + ")", re.DOTALL)
 
 
 def _fast_work(text: str) -> Work | None:
     """The WORK ``text`` holds when it is in ``_WORK_LINE``'s layout, else None (as
     ``_fast_result``; a worker's CPU is the master's loss where ranks share cores)."""
     m = _WORK_LINE.fullmatch(text)
-    if m is None:
-        return None
-    epoch, counter, payload_text, task, work_id = m.groups()
+    return None if m is None else _work_of(m)
+
+
+def _work_of(m: re.Match[str]) -> Work | None:
+    """The WORK a match of ``_WORK_LINE`` (or of its line in a frame) holds, or None (as
+    ``_result_of``)."""
+    epoch, counter, payload_text, task, work_id = m.group(2, 3, 4, 5, 6)
     in_range, generation = _generation(epoch, counter)
     if not in_range:
         return None
@@ -546,6 +600,19 @@ def _generation(epoch: str | None, counter: str | None) -> tuple[bool, Generatio
 _FAST_READERS: dict[Tag, Callable[[str], Message | None]] = {
     Tag.WORK: _fast_work,
     Tag.RESULT: _fast_result,
+}
+
+
+#: A line of a frame in each fast reader's layout: the line (group 1, the reader's groups after
+#: it), then a newline or the frame's end; the message is built as the line's reader builds it.
+#: The line holds no newline (``[^\n]`` where the reader's ``.`` takes one): a frame's line is
+#: in this layout exactly when its reader takes it whole.
+_FRAME_LINES: dict[Tag, tuple[re.Pattern[str], Callable[[re.Match[str]], Message | None]]] = {
+    Tag.WORK: (re.compile("(" + _WORK_BODY.replace("ANY", r"[^\n]") + r")(?:\n|\Z)"), _work_of),
+    Tag.RESULT: (
+        re.compile("(" + _RESULT_BODY.replace("ANY", r"[^\n]") + r")(?:\n|\Z)"),
+        _result_of,
+    ),
 }
 
 

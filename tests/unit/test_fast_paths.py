@@ -33,8 +33,12 @@ from leasefence.impl.wire import (
     Tag,
     Work,
     WorkId,
+    _decode_lines,
+    _fast_frame,
     decode,
+    decode_frame,
     encode,
+    encode_frames,
 )
 from leasefence.impl.workload import canonical, generate
 
@@ -415,6 +419,86 @@ def test_the_work_reader_reads_every_written_work_as_the_general_path(
             end = data.index(b',"state_task_id":')
             hostile = data[:start] + output.encode() + data[end:]
             assert _read(Tag.WORK, hostile, FROM_MASTER) == _general(Tag.WORK, hostile, FROM_MASTER)
+
+
+# -- the wire: frames read in one pass ---------------------------------------------------------
+
+
+def _hostile_result(r: random.Random) -> str:
+    text = RESULT_TEXTS[0] % (
+        r.choice(CPUS),
+        r.choice(PARTS),
+        r.choice(PARTS),
+        r.choice(OUTPUTS),
+        r.choice(TASKS),
+        "ab" * 32,
+    )
+    return text.replace('"ok":true', '"ok":false') if r.random() < 0.3 else text
+
+
+def _frame_reading(tag: int, data: bytes, side: frozenset[Tag]) -> list[tuple[Any, str]]:
+    return [(line, repr(msg)) for line, msg in decode_frame(tag, data, side)]
+
+
+def _lines_reading(tag: int, data: bytes, side: frozenset[Tag]) -> list[tuple[Any, str]]:
+    return [(line, repr(msg)) for line, msg in _decode_lines(tag, data, side)]
+
+
+def test_a_frame_is_read_in_one_pass_as_line_by_line_on_hostile_frames() -> None:
+    """Fails if the one-pass reader of a frame (``_fast_frame``) reads a frame otherwise than
+    taking it apart and decoding each line: a hostile line accepted, a blank line or a trailing
+    newline read as a message, a line split at a newline inside it, a message's bytes not its
+    line's, a frame of too many messages read. Both paths must be seen: the one-pass reader
+    takes part of these frames and declines the rest."""
+    r = random.Random(19)
+    good = [
+        encode(Result(WorkId(f"{i:064x}"), StateTaskId(f"t-{i}"), True, 0.5, {"i": i}, (1, i)))[1]
+        for i in range(8)
+    ]
+    taken = declined = 0
+    for _ in range(3000):
+        parts: list[bytes] = []
+        for _ in range(r.randint(1, 6)):
+            parts.append(r.choice(good) if r.random() < 0.7 else _hostile_result(r).encode())
+        sep = r.choice([b"\n", b"\n", b"\n", b"\n\n", b" \n", b"\r\n"])
+        data = sep.join(parts) + r.choice([b"", b"", b"\n", b"\n\n", b"x"])
+        if r.random() < 0.05:
+            data = data.replace(b"0.5", "0.\u00e9".encode(), 1)
+        side = FROM_WORKER if r.random() < 0.95 else FROM_MASTER
+        if _fast_frame(Tag.RESULT, data, side) is None:
+            declined += 1
+        else:
+            taken += 1
+        assert _frame_reading(int(Tag.RESULT), data, side) == _lines_reading(
+            int(Tag.RESULT), data, side
+        )
+    assert taken > 300
+    assert declined > 300
+
+
+def test_frames_as_written_are_read_in_one_pass_and_as_line_by_line() -> None:
+    """Fails if the frames ``encode_frames`` writes (RESULTs, and the catalogue's WORKs) miss
+    the one-pass reader (issue 19: it is the path every frame of a run takes) or read otherwise
+    than line by line; and if a frame of more than ``MAX_FRAME_MESSAGES`` messages is read."""
+    results = [
+        Result(WorkId(f"{i:064x}"), StateTaskId(f"t-{i}"), i % 3 > 0, i / 7, {"n": [i]}, (2, i))
+        for i in range(300)
+    ]
+    works = [item.work((3, i)) for i, item in enumerate(generate(300, seed=4))]
+    for msgs, side in ((results, FROM_WORKER), (works, FROM_MASTER)):
+        tag, framed = encode_frames(msgs, 8192 - 256)
+        read = []
+        for data in framed:
+            fast = _fast_frame(tag, data, side)
+            assert fast is not None
+            assert fast == _decode_lines(tag, data, side)
+            read.extend(msg for _, msg in fast)
+        assert read == msgs
+    tag, framed = encode_frames(results[:257], 10**6)
+    assert len(framed) == 2  # frames() keeps to MAX_FRAME_MESSAGES; a hand-made frame is refused
+    data = b"\n".join(encode(m)[1] for m in results[:257])
+    assert _fast_frame(tag, data, FROM_WORKER) is None
+    assert decode_frame(tag, data, FROM_WORKER)[0][0] is None  # refused whole, as it was
 
 
 # -- the catalogue's payload text ----------------------------------------------------------------

@@ -33,6 +33,29 @@ class Fast:
     e: tuple[int, int] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PlainSlots:
+    a: int
+    b: str
+    c: float = 0.5
+    d: dict[str, Any] = field(default_factory=dict)
+    e: tuple[int, int] | None = None
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class FastSlots:
+    a: int
+    b: str
+    c: float = 0.5
+    d: dict[str, Any] = field(default_factory=dict)
+    e: tuple[int, int] | None = None
+
+
+def _values(x: Any) -> dict[str, Any]:
+    return {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs"),
     [
@@ -55,6 +78,17 @@ def test_a_fast_init_stores_what_the_dataclass_init_stores_with_the_same_paramet
     with pytest.raises(TypeError):
         Fast()
     assert dataclasses.replace(fast, a=9) == Fast(9, *list(vars(fast).values())[1:])
+    # And a class with slots (no ``__dict__``): every slot set, frozen, equal to its twin.
+    slotted, twin = FastSlots(*args, **kwargs), PlainSlots(*args, **kwargs)
+    assert _values(slotted) == _values(twin)
+    assert not hasattr(slotted, "__dict__")
+    assert repr(slotted).replace("FastSlots", "PlainSlots") == repr(twin)
+    assert FastSlots(1, "x").d is not FastSlots(1, "x").d
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        slotted.a = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        FastSlots()
+    assert dataclasses.replace(slotted, a=9) == FastSlots(9, *list(_values(slotted).values())[1:])
 
 
 def test_the_values_made_on_every_task_equal_their_dataclass_twins() -> None:
@@ -78,10 +112,6 @@ def test_fast_init_refuses_a_class_it_would_get_wrong() -> None:
     class Mutable:
         a: int
 
-    @dataclass(frozen=True, slots=True)
-    class Slotted:
-        a: int
-
     @dataclass(frozen=True)
     class Post:
         a: int
@@ -89,6 +119,6 @@ def test_fast_init_refuses_a_class_it_would_get_wrong() -> None:
         def __post_init__(self) -> None:
             pass
 
-    for cls in (Mutable, Slotted, Post):
+    for cls in (Mutable, Post):
         with pytest.raises(TypeError, match="fast_init"):
             fast_init(cls)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,16 @@ class Recorder(Reservations):
     def release(self, kind: str, key: str) -> None:
         self.calls.append(f"release {kind}")
         super().release(kind, key)
+
+    def take(self, wanted: Sequence[tuple[str, str]]) -> int:
+        n = super().take(wanted)  # (its steps written out: logged as ``reserve``'s would be)
+        self.calls.extend(f"reserve {kind}" for kind, _ in wanted[:n])
+        self.calls.extend(f"refuse {kind}" for kind, _ in wanted[n : n + 1])
+        return n
+
+    def give_back(self, taken: Sequence[tuple[str, str]]) -> None:
+        self.calls.extend(f"release {kind}" for kind, _ in reversed(taken))
+        super().give_back(taken)
 
 
 class Spy:

@@ -109,8 +109,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         C,
         (
             (
-                "if lease is None or (lease.owner, lease.generation) != (worker, generation):",
-                "if lease is None:",
+                "            or lease.owner != worker\n            or lease.generation != generation\n",
+                "",
             ),
         ),
         "L2: complete/abandon/discard of a state task by a worker that does not own it",
@@ -237,8 +237,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         C,
         (
             (
-                "if lease is None or (lease.owner, lease.generation) != (worker, generation):",
-                "if lease is None or lease.owner != worker:",
+                "            or lease.owner != worker\n            or lease.generation != generation\n",
+                "            or lease.owner != worker\n",
             ),
         ),
         "L2 at depth 2: a forgotten dispatch's result commits the state task of a newer one",

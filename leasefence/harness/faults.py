@@ -36,6 +36,9 @@ from leasefence.impl.transport import (
     Reply,
     encode_result,
 )
+from leasefence.impl.transport import (
+    respond as honest_respond,
+)
 from leasefence.impl.wire import Rank, Result, StateTaskId, Tag, Work, WorkId
 from leasefence.impl.workload import WorkerFn
 
@@ -101,7 +104,11 @@ class WorkerFaults:
     late_s: float = 0.0
 
     def respond(self, result: Result, rank: int, attempt: int) -> list[Reply]:
-        """The messages a worker sends for ``result`` (its ``attempt``-th WORK of that ID)."""
+        """The messages a worker sends for ``result`` (its ``attempt``-th WORK of that ID):
+        the honest worker's (``transport.respond``) when no fault is injected at all (a plain
+        ``leasefence run``: no fault to draw for each result, issue 19)."""
+        if not self.inject.kinds:
+            return honest_respond(result, rank, attempt)
         hits = self.inject.hits
         w = result.work_id
         reported = result.state_task_id

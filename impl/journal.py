@@ -96,6 +96,7 @@ from leasefence.impl.records import (
     legacy_lease_line,
     owned_record,
     parse_line,
+    plain_token,
     record_crc,
     scan_bytes,
     scan_file,
@@ -434,20 +435,18 @@ class WorkLeaseJournal:
         None (the default) keeps F314's rank-only owner and record format.
         """
         self._check_writable()
-        validate_work_id(work_id)
-        _check_worker(worker)
-        _check_generation(generation)
+        if not plain_token(work_id, worker, generation):
+            validate_work_id(work_id)
+            _check_worker(worker)
+            _check_generation(generation)
         if work_id in self._completed or work_id in self._leases:
             return False
         now = self._now()
         attempt = self._attempts.get(work_id, 0) + 1
         line = self._line(LEASE, work_id, worker, now, attempt, generation)
-
-        def apply() -> None:
-            self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)
-            self._attempts[work_id] = attempt
-
-        self._commit_records([line], apply)
+        self._commit_records([line], None)  # the change after it
+        self._leases[work_id] = LeaseRecord(worker, now, UNIX, generation)
+        self._attempts[work_id] = attempt
         return True
 
     def complete(
@@ -462,22 +461,20 @@ class WorkLeaseJournal:
         completed. Refused calls return False and write nothing (L2).
         """
         self._check_writable()
-        validate_work_id(work_id)
-        if worker is not None:
-            _check_worker(worker)
-        _check_generation(generation)
+        if not plain_token(work_id, worker, generation):
+            validate_work_id(work_id)
+            if worker is not None:
+                _check_worker(worker)
+            _check_generation(generation)
         if work_id in self._completed:
             return False
         held = self._leases.get(work_id)
         if worker is not None and (held is None or not _owns(held, worker, generation)):
             return False
         line = self._end_line(DONE, work_id, held, self._now())
-
-        def apply() -> None:
-            self._leases.pop(work_id, None)
-            self._completed.add(work_id)
-
-        self._commit_records([line], apply)
+        self._commit_records([line], None)  # the change after it
+        self._leases.pop(work_id, None)
+        self._completed.add(work_id)
         return True
 
     def abandon(
@@ -696,13 +693,16 @@ class WorkLeaseJournal:
         if self.readonly:
             raise JournalReadOnly(f"journal {self.path} is open read-only; writes are refused")
 
-    def _commit_records(self, lines: list[bytes], apply: Callable[[], None]) -> None:
-        """Write (or, in group mode, queue) ``lines`` from ``_encode``, then ``apply``."""
+    def _commit_records(self, lines: list[bytes], apply: Callable[[], None] | None) -> None:
+        """Write (or, in group mode, queue) ``lines`` from ``_encode``, then ``apply`` (None: the
+        caller makes the change itself once this returns, as ``lease`` and ``complete`` do, one
+        of each a task: no closure made for each)."""
         if self.sync == "group":
             self._pending.extend(lines)
         else:
             self._write(encode_batch(lines))
-        apply()
+        if apply is not None:
+            apply()
         self._records += len(lines)
 
     def _write(self, data: bytes) -> None:

@@ -23,7 +23,8 @@ from leasefence.impl.durable import read_nofollow
 from leasefence.impl.errors import (
     InvalidWorkId,
 )
-from leasefence.impl.generation import Generation, valid_generation
+from leasefence.impl.frozen import fast_init
+from leasefence.impl.generation import MAX_GENERATION_PART, Generation, valid_generation
 from leasefence.impl.rules import UNIX
 from leasefence.impl.strictjson import float_text, json_scalar
 
@@ -114,6 +115,30 @@ def _check_generation(generation: object) -> None:
         isinstance(generation, tuple) and valid_generation(generation)
     ):
         raise TypeError(f"generation must be None or (epoch, counter), got {generation!r:.80}")
+
+
+def plain_token(work_id: object, worker: object, generation: object) -> bool:
+    """Whether a call's work ID, worker rank and generation are of the plain kinds every call of
+    the master passes (a 64-hex ``str``, an ``int``, None or two ``int`` in range), tested
+    inline: then ``validate_work_id``, ``_check_worker`` and ``_check_generation`` have nothing
+    to say, and the caller runs them only when this is False (they name what is wrong; issue
+    19: three calls a decision)."""
+    return (
+        type(work_id) is str
+        and _WORK_ID.fullmatch(work_id) is not None
+        and type(worker) is int
+        and (
+            generation is None
+            or (
+                type(generation) is tuple
+                and len(generation) == 2
+                and type(generation[0]) is int
+                and type(generation[1]) is int
+                and 0 <= generation[0] <= MAX_GENERATION_PART
+                and 0 <= generation[1] <= MAX_GENERATION_PART
+            )
+        )
+    )
 
 
 def _owns(held: LeaseRecord, worker: int, generation: Generation | None) -> bool:
@@ -296,6 +321,7 @@ def legacy_lease_line(work_id: str, worker: int, updated: float) -> bytes:
     return json.dumps(doc).encode("ascii") + b"\n"
 
 
+@fast_init
 @dataclass(frozen=True)
 class LeaseRecord:
     """An active lease: its owner rank, its timestamp and that timestamp's clock domain.

@@ -89,8 +89,8 @@ def test_a_journal_that_acknowledges_before_writing_loses_records_on_sigkill(
         self.__dict__["_planted"] = list(lines)
         if previous:
             self._write(b"".join(previous))
-        assert callable(apply)
-        apply()
+        if callable(apply):  # (None: the caller makes the change after the call)
+            apply()
         self._records += len(lines)
 
     monkeypatch.setattr(WorkLeaseJournal, "_commit_records", deferred)

@@ -113,7 +113,11 @@ from leasefence.impl.coordfile import (
 )
 from leasefence.impl.durable import replace_durably as _atomic_write
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, UnknownTask
-from leasefence.impl.generation import MAX_GENERATION_PART, Generation, valid_generation
+from leasefence.impl.generation import (
+    Generation,
+    plain_generation,
+    valid_generation,
+)
 from leasefence.impl.rules import UNIX, check_ttl, reclaimable
 
 __all__ = [
@@ -594,22 +598,7 @@ def _check_token(task_id: object, worker: object, generation: object) -> None:
     """``_check_task``, ``_check_worker`` and ``_check_generation`` of one call, the plain
     values every call of the master passes tested first, inline (a call of each check on
     every decision cost more than the decision's own work, issue 19)."""
-    if (
-        type(task_id) is str
-        and task_id
-        and type(worker) is int
-        and (
-            generation is None
-            or (
-                type(generation) is tuple
-                and len(generation) == 2
-                and type(generation[0]) is int
-                and type(generation[1]) is int
-                and 0 <= generation[0] <= MAX_GENERATION_PART
-                and 0 <= generation[1] <= MAX_GENERATION_PART
-            )
-        )
-    ):
+    if type(task_id) is str and task_id and type(worker) is int and plain_generation(generation):
         return
     _check_task(task_id)
     _check_worker(worker)

@@ -23,6 +23,20 @@ def valid_generation(value: object) -> bool:
     return whole(epoch, MAX_GENERATION_PART) and whole(counter, MAX_GENERATION_PART)
 
 
+def plain_generation(value: object) -> bool:
+    """Whether ``value`` is None or a generation as the master makes one: a ``tuple`` of exactly
+    two ``int`` in range. The fast checks' test (the journal's, the coordinator's and the
+    record writers'): where it says no, ``valid_generation`` and the named checks decide."""
+    return value is None or (
+        type(value) is tuple
+        and len(value) == 2
+        and type(value[0]) is int
+        and type(value[1]) is int
+        and 0 <= value[0] <= MAX_GENERATION_PART
+        and 0 <= value[1] <= MAX_GENERATION_PART
+    )
+
+
 def whole(value: object, maximum: int) -> bool:
     """Whether ``value`` is a whole number (an ``int``, not a ``bool``) in ``0..maximum``."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum

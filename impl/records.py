@@ -24,7 +24,7 @@ from leasefence.impl.errors import (
     InvalidWorkId,
 )
 from leasefence.impl.frozen import fast_init
-from leasefence.impl.generation import MAX_GENERATION_PART, Generation, valid_generation
+from leasefence.impl.generation import Generation, plain_generation, valid_generation
 from leasefence.impl.rules import UNIX
 from leasefence.impl.strictjson import float_text, json_scalar
 
@@ -127,17 +127,7 @@ def plain_token(work_id: object, worker: object, generation: object) -> bool:
         type(work_id) is str
         and _WORK_ID.fullmatch(work_id) is not None
         and type(worker) is int
-        and (
-            generation is None
-            or (
-                type(generation) is tuple
-                and len(generation) == 2
-                and type(generation[0]) is int
-                and type(generation[1]) is int
-                and 0 <= generation[0] <= MAX_GENERATION_PART
-                and 0 <= generation[1] <= MAX_GENERATION_PART
-            )
-        )
+        and plain_generation(generation)
     )
 
 
@@ -260,14 +250,8 @@ def owned_record(
         return None
     if generation is None:
         gen_text = ""
-    elif (
-        type(generation) is tuple
-        and len(generation) == 2
-        and type(generation[0]) is int
-        and type(generation[1]) is int
-        and 0 <= generation[0] <= MAX_ATTEMPT
-        and 0 <= generation[1] <= MAX_ATTEMPT
-    ):
+    elif plain_generation(generation):  # (MAX_GENERATION_PART is MAX_ATTEMPT)
+        assert generation is not None
         gen_text = f"[{_int_text(generation[0])},{_int_text(generation[1])}]"
     else:
         return None

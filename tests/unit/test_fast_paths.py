@@ -367,26 +367,32 @@ OUTPUTS = ['{}', '{"status":"trivial"}', '{"a":1,"a":2}', '{"a":NaN}', '{"a":1e9
 TASKS = ["t", "a" * 64, 'q"x', "b\\\\c", "x" * 257, "\u00e9", "sp ace"]
 
 
+def _hostile_result(r: random.Random) -> str:
+    """A RESULT in the fast reader's layout with values drawn from the hostile lists above, its
+    ``ok`` false or its generation left out now and then."""
+    text = RESULT_TEXTS[0] % (
+        r.choice(CPUS),
+        r.choice(PARTS),
+        r.choice(PARTS),
+        r.choice(OUTPUTS),
+        r.choice(TASKS),
+        "ab" * 32,
+    )
+    if r.random() < 0.2:
+        text = text.replace('"ok":true', '"ok":false')
+    if r.random() < 0.2:
+        text = text.replace(text[text.index('"generation"') : text.index('"ok"')], "")
+    return text
+
+
 def test_the_result_reader_reads_what_the_general_path_reads_on_hostile_texts() -> None:
     """Fails if the fast RESULT reader accepts what the general path refuses (a duplicate key
     or NaN in the output, a cpu time out of range, a generation part over 2**63-1, a quote in
     the task ID, text after the output) or reads a value otherwise (an int cpu time not made a
     float, an output split at the wrong brace)."""
     r = random.Random(7)
-    wid = "ab" * 32
     for _ in range(2500):
-        text = RESULT_TEXTS[0] % (
-            r.choice(CPUS),
-            r.choice(PARTS),
-            r.choice(PARTS),
-            r.choice(OUTPUTS),
-            r.choice(TASKS),
-            wid,
-        )
-        if r.random() < 0.2:
-            text = text.replace('"ok":true', '"ok":false')
-        if r.random() < 0.2:
-            text = text.replace(text[text.index('"generation"') : text.index('"ok"')], "")
+        text = _hostile_result(r)
         data = text.encode()
         assert _read(Tag.RESULT, data, FROM_WORKER) == _general(Tag.RESULT, data, FROM_WORKER)
 
@@ -422,18 +428,6 @@ def test_the_work_reader_reads_every_written_work_as_the_general_path(
 
 
 # -- the wire: frames read in one pass ---------------------------------------------------------
-
-
-def _hostile_result(r: random.Random) -> str:
-    text = RESULT_TEXTS[0] % (
-        r.choice(CPUS),
-        r.choice(PARTS),
-        r.choice(PARTS),
-        r.choice(OUTPUTS),
-        r.choice(TASKS),
-        "ab" * 32,
-    )
-    return text.replace('"ok":true', '"ok":false') if r.random() < 0.3 else text
 
 
 def _frame_reading(tag: int, data: bytes, side: frozenset[Tag]) -> list[tuple[Any, str]]:

@@ -466,10 +466,6 @@ class StateShardCoordinator:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _active(self, task_id: str) -> StateLease | None:
-        lease = self._leases.get(task_id)
-        return lease if lease is not None and lease.epoch == self._epoch else None
-
     def _release(
         self,
         task_id: str,

@@ -161,28 +161,17 @@ class Reservations:
 
     def reserve(self, kind: str, key: str) -> bool:
         """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
-        held = self._held.get((kind, key), 0)
-        limit = self.limits[kind]
-        if limit is not None and held >= limit:
-            return False
-        self._held[kind, key] = held + 1
-        return True
+        return self.take(((kind, key),)) == 1
 
     def release(self, kind: str, key: str) -> None:
         """Give back one reservation of ``key`` in pool ``kind``."""
-        held = self._held.get((kind, key), 0)
-        if held <= 0:
-            raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
-        if held == 1:
-            del self._held[kind, key]
-        else:
-            self._held[kind, key] = held - 1
+        self.give_back(((kind, key),))
 
     def take(self, wanted: Sequence[tuple[str, str]]) -> int:
-        """``reserve`` each ``(kind, key)`` of ``wanted`` in order until one is refused; how many
-        were taken (all: ``len(wanted)``), those first ones held (a dispatch's three
-        reservations in one call; ``reserve``'s steps written out, as every dispatch takes
-        three: a call of ``reserve`` each cost a third of this)."""
+        """Reserve each ``(kind, key)`` of ``wanted`` in order until one is refused (its pool
+        holds the key ``limits[kind]`` times already); how many were taken (all:
+        ``len(wanted)``), those first ones held (a dispatch's three reservations in one call:
+        ``reserve`` is this of one key)."""
         held, limits = self._held, self.limits
         n = 0
         for reservation in wanted:
@@ -195,8 +184,8 @@ class Reservations:
         return n
 
     def give_back(self, taken: Sequence[tuple[str, str]]) -> None:
-        """``release`` each ``(kind, key)`` of ``taken``, last first (its steps written out,
-        as ``take``'s)."""
+        """Give back one reservation of each ``(kind, key)`` of ``taken``, last first
+        (``release`` is this of one key); ``RuntimeError`` for one not held."""
         held = self._held
         for reservation in reversed(taken):
             count = held.get(reservation, 0)

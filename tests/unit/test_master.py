@@ -62,17 +62,9 @@ class Recorder(Reservations):
         super().__init__(limits)
         self.calls = calls
 
-    def reserve(self, kind: str, key: str) -> bool:
-        ok = super().reserve(kind, key)
-        self.calls.append(f"reserve {kind}" if ok else f"refuse {kind}")
-        return ok
-
-    def release(self, kind: str, key: str) -> None:
-        self.calls.append(f"release {kind}")
-        super().release(kind, key)
-
+    # ``reserve`` and ``release`` are ``take`` and ``give_back`` of one key: logged here.
     def take(self, wanted: Sequence[tuple[str, str]]) -> int:
-        n = super().take(wanted)  # (its steps written out: logged as ``reserve``'s would be)
+        n = super().take(wanted)
         self.calls.extend(f"reserve {kind}" for kind, _ in wanted[:n])
         self.calls.extend(f"refuse {kind}" for kind, _ in wanted[n : n + 1])
         return n

@@ -521,17 +521,14 @@ def _fast_result(text: str) -> Result | None:
 
 def _result_of(m: re.Match[str]) -> Result | None:
     """The RESULT a match of ``_RESULT_LINE`` (or of its line in a frame) holds, or None when a
-    value is out of the general path's range. (Written out, no helper calls: a match's values
-    are already of their types' spelling, and this runs for every RESULT the master reads.)"""
+    value is out of the general path's range."""
     cpu_text, epoch, counter, ok, output_text, task, work_id = m.group(2, 3, 4, 5, 6, 7, 8)
     cpu = float(cpu_text)
     if cpu > MAX_CPU_S:  # (the layout has no sign: never below 0, never NaN)
         return None
-    generation = None
-    if epoch is not None:
-        generation = (int(epoch), int(counter))
-        if generation[0] > MAX_GENERATION_PART or generation[1] > MAX_GENERATION_PART:
-            return None
+    in_range, generation = _generation(epoch, counter)
+    if not in_range:
+        return None
     output = _one_object(output_text)
     if output is None:
         return None

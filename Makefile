@@ -15,7 +15,7 @@ help:
 	@echo "make test    - set up .venv if needed, then lint, type-check and run the pytest suite"
 	@echo "make verify  - set up .venv if needed, then run every verification layer (leasefence verify)"
 	@echo "make bench   - run the side-by-side benchmarks (leasefence bench)"
-	@echo "make compile - build the compiled trace validator (leasefence trace compile)"
+	@echo "make compile - build the compiled trace validator and dispatcher (leasefence trace compile)"
 	@echo "make clean   - remove .venv and generated reports"
 
 # editable_mode=compat: the editable install is one path entry (this folder) in a .pth file,

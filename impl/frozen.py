@@ -16,9 +16,22 @@ dataclass without ``__post_init__``, init-only or keyword-only fields (checked).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+try:  # mypy's, which compiles the dispatcher (``harness/compiled.py``); a plain install has none
+    from mypy_extensions import mypyc_attr as mypyc_attr
+except ImportError:  # pragma: no cover - installed without mypy: the decorator does nothing
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Callable[[T], T]:
+        return lambda cls: cls
+
+
+# A class of a compiled module that code outside the build subclasses (a hook, a test's
+# recorder) says ``@mypyc_attr(allow_interpreted_subclasses=True)``: mypyc refuses such a
+# subclass otherwise. (Spelled out at each class: mypyc reads the decorator's call itself.)
 
 #: The default of a parameter whose field has a default factory (a value no caller passes).
 _FACTORY: Any = object()

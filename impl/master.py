@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
 from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
-from leasefence.impl.frozen import fast_init
+from leasefence.impl.frozen import fast_init, mypyc_attr
 from leasefence.impl.records import unix_stamp
 from leasefence.impl.rules import authoritative_state_task
 from leasefence.impl.trace import TraceWriter
@@ -145,6 +145,7 @@ class StepClock:
             self._frozen = None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Reservations:
     """The target, parameter and algorithm pools of the dispatch transaction.
 

@@ -25,6 +25,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -422,5 +423,13 @@ def _report(
             "coverage",
             f"{len(coverage.reached)} distinct targets reached (AUC {coverage.auc():.3f})",
         ),
+        ("dispatcher", _engine()),
         ("wall time", f"{wall:.2f} s"),
     ]
+
+
+def _engine() -> str:
+    """Whether the master runs the build of ``leasefence trace compile`` (``--engine``)."""
+    module = sys.modules.get("leasefence.impl.master")
+    path = getattr(module, "__file__", None) or ""
+    return "compiled" if path.endswith(tuple(EXTENSION_SUFFIXES)) else "interpreted"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from leasefence.impl.errors import ProtocolError
-from leasefence.impl.frozen import fast_init
+from leasefence.impl.frozen import fast_init, mypyc_attr
 from leasefence.impl.poll import READY, PollPolicy, guess_policy, mpi, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
@@ -154,6 +154,7 @@ class ManualClock:
         self.now += seconds
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class InProcessTransport:
     """Workers as plain function calls in this process.
 
@@ -410,6 +411,7 @@ def deliver(
     return outcomes
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DispatchHooks:
     """What ``master_dispatch`` tells its caller, and asks it. Every hook here does nothing and
     never restarts (the no-op twin, as etcd's ``state_trace_nop.go``); a caller overrides what

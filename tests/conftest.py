@@ -1,5 +1,6 @@
 """Shared pytest set-up: Hypothesis profiles (``ci`` under CI=true, ``deep`` on demand), the
-time limit of the ``slow`` tests, and which trace validator the suite runs."""
+time limit of the ``slow`` tests, and which modules the suite runs: interpreted, or the build of
+``leasefence trace compile`` (the trace validator and the dispatcher compiled)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from leasefence.harness.compiled import ENGINE_ENV, activate, engine_from_env
 
 # The suite runs the interpreted modules, the reference, whatever the user's cache holds (and so
 # do the commands its tests start, which inherit the variable); LEASEFENCE_ENGINE=compiled runs
-# it against the compiled validator instead (tests/unit/test_compiled.py does, for the trace
-# checker's tests). Activated here, before any test module imports the model.
+# it against the build instead (tests/unit/test_compiled.py does, for the trace checker's and the
+# dispatcher's tests), where a test marked ``interpreted`` (it patches a function inside a compiled
+# module, whose calls mypyc binds at build time) is skipped. Activated here, before any test
+# module imports the model or the dispatcher.
 if not os.environ.get(ENGINE_ENV):  # unset or empty (empty would read as auto)
     os.environ[ENGINE_ENV] = "interpreted"
 ENGINE_BUILD = activate(engine_from_env())
@@ -45,7 +48,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
 
 def pytest_report_header() -> list[str]:
     engine = f"compiled ({ENGINE_BUILD})" if ENGINE_BUILD else "interpreted"
-    return [f"hypothesis profile: {settings._current_profile}", f"trace validator: {engine}"]
+    return [
+        f"hypothesis profile: {settings._current_profile}",
+        f"trace validator and dispatcher: {engine}",
+    ]
 
 
 #: The time limit of a ``slow`` test without its own ``timeout`` mark, in seconds. Every other
@@ -60,3 +66,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+        why = item.get_closest_marker("interpreted")
+        if why is not None and ENGINE_BUILD:
+            item.add_marker(pytest.mark.skip(reason=f"interpreted modules only: {why.args[0]}"))

@@ -8,7 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from leasefence.harness.bench import BENCHMARKS, Sizes, run
+from leasefence.harness.bench.common import Sizes
+from leasefence.harness.bench.runner import BENCHMARKS, run
 
 EXIT_OK, EXIT_ERROR = 0, 1
 

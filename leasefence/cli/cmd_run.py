@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from leasefence.impl.poll import POLL_MODES
 
 
 def _inject(text: str) -> Any:
-    from leasefence.harness.faults import Injection
+    from leasefence.harness.injection import Injection
 
     try:
         return Injection.parse(text)
@@ -182,11 +183,31 @@ def configure(p: argparse.ArgumentParser) -> None:
             "always (each decision fsynced before the next)"
         ),
     )
+    p.add_argument(
+        "--engine",
+        # ``harness.compiled.ENGINES``, spelled out as trace check's (test_compiled holds them equal)
+        choices=("auto", "compiled", "interpreted"),
+        default=None,
+        help=(
+            "the dispatcher's modules on every rank (wire, master, coordinator, journal, both "
+            "loops): auto runs the build of `leasefence trace compile` (`make compile`) when "
+            "there is one for these sources, else the interpreted modules; compiled: exit 2 "
+            "without a build; interpreted: never load it (default: $LEASEFENCE_ENGINE, else "
+            "auto). The same source either way: the build is the interpreted modules compiled"
+        ),
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from leasefence.harness.faults import Injection
+    from leasefence.harness.compiled import EVERY_RANK, EngineError, activate, engine_from_env
+
+    try:  # before anything imports the dispatcher's modules
+        activate(args.engine or engine_from_env(), EVERY_RANK)
+    except EngineError as exc:
+        print(f"leasefence run: {exc}", file=sys.stderr)
+        return 2
+    from leasefence.harness.injection import Injection
     from leasefence.harness.runjob import FaultConfig
     from leasefence.harness.runjob import run as run_job
     from leasefence.impl.mpirun import RunConfig

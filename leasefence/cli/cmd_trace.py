@@ -54,13 +54,18 @@ def configure(p: argparse.ArgumentParser) -> None:
     c.set_defaults(func=run_check)
     b = tsub.add_parser(
         "compile",
-        help="build the compiled trace validator with mypyc (about a minute, once per source)",
+        help=(
+            "build the compiled trace validator and dispatcher with mypyc (about a minute, once "
+            "per source)"
+        ),
         description=(
-            "Compiles the model and the trace checker's modules with mypyc (it comes with mypy: "
+            "Compiles the model's and the trace checker's modules, and the dispatcher's (wire, "
+            "master, both MPI loops), with mypyc (it comes with mypy: "
             "`pip install 'leasefence[dev]'`; needs a C compiler and Python's headers) into the "
             "user's cache ($XDG_CACHE_HOME/leasefence/compiled, else ~/.cache/leasefence/"
             "compiled), keyed by the hash of the sources and the Python, never beside the "
-            "sources. `trace check` then runs it. A build for other sources is never loaded: "
+            "sources. `trace check` and `leasefence run` then run it (their --engine). A build "
+            "for other sources is never loaded: "
             "after an edit, compile again. Exit 0: built or up to date; 2: cannot build here."
         ),
     )
@@ -92,10 +97,10 @@ def run_compile(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from leasefence.harness.compiled import EngineError, activate, engine_from_env
+    from leasefence.harness.compiled import VALIDATOR, EngineError, activate, engine_from_env
 
     try:
-        activate(args.engine or engine_from_env())
+        activate(args.engine or engine_from_env(), VALIDATOR)
     except EngineError as exc:
         print(f"leasefence trace check: {exc}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
-"""The trace validator compiled: the model and the checker's modules built by mypyc, kept out of
-the source tree, used by ``leasefence trace check`` when built for the very sources installed.
+"""The trace validator and the dispatcher compiled: the model's, the checker's and the dispatch
+loop's modules built by mypyc, kept out of the source tree, used by ``leasefence trace check``
+and ``leasefence run`` when built for the very sources installed.
 
 ``leasefence trace compile`` runs mypyc (it comes with mypy) on a copy of the package and keeps
 only the built extension modules, in ``cache_root()/compiled/KEY/``: ``KEY`` hashes the Python
@@ -45,11 +46,11 @@ try:  # CPython's own BLAKE2: hashlib would start OpenSSL first (11 M instructio
 except ImportError:  # pragma: no cover - another Python
     from hashlib import blake2b
 
-#: The modules compiled: everything ``trace check`` runs per step (the model, the trace reader,
-#: the replay). ``model/bounds.py`` stays interpreted: mypyc makes a ``cached_property`` a plain
-#: property, computed again at every read; so does ``model/check.py``, imported only to print a
-#: divergence's state.
-COMPILED: tuple[str, ...] = (
+#: The trace validator's compiled modules: everything ``trace check`` runs per step (the model,
+#: the trace reader, the replay). ``model/bounds.py`` stays interpreted: mypyc makes a
+#: ``cached_property`` a plain property, computed again at every read; so does
+#: ``model/check.py``, imported only to print a divergence's state.
+VALIDATOR: tuple[str, ...] = (
     "leasefence.model.state",
     "leasefence.model.rules",
     "leasefence.model.flavours",
@@ -63,13 +64,48 @@ COMPILED: tuple[str, ...] = (
     "leasefence.conformance.traceformat",
     "leasefence.conformance.tracecheck",
 )
-#: Interpreted modules the compiled ones import: their source is part of the key too.
+#: The dispatcher's compiled modules (issue 19): what rank 0 and every worker rank run per
+#: message: the wire, the master's decisions and both loops. Their inputs from outside are bytes
+#: (messages, files), read by code that checks values of any type. The coordinator and the
+#: journal stay interpreted: their public calls refuse an argument of the wrong type with
+#: ``InvalidArgument`` (a bool where a rank goes, an int where a task ID goes), which a compiled
+#: function would coerce or refuse with ``TypeError`` before its first line.
+DISPATCHER: tuple[str, ...] = (
+    "leasefence.impl.strictjson",
+    "leasefence.impl.wire",
+    "leasefence.impl.master",
+    "leasefence.impl.transport",
+)
+#: What ``leasefence run`` loads from the build on every rank before it starts: a worker rank
+#: needs no more (it never imports the master's modules: tests/unit/test_layering.py); rank 0
+#: then imports the compiled master from the build, first on the import path.
+EVERY_RANK: tuple[str, ...] = (
+    "leasefence.impl.strictjson",
+    "leasefence.impl.wire",
+    "leasefence.impl.transport",
+)
+#: Every module a build holds: one build serves both (``activate`` loads the part asked for).
+COMPILED: tuple[str, ...] = VALIDATOR + DISPATCHER
+#: Interpreted modules the compiled ones import: their source is part of the key too (a
+#: compiled module is built against the types it reads from them).
 INPUTS: tuple[str, ...] = (
     "leasefence.model.bounds",
     "leasefence.model.check",
     "leasefence.model",
     "leasefence.impl",
     "leasefence.conformance",
+    "leasefence.impl.coordfile",
+    "leasefence.impl.coordinator",
+    "leasefence.impl.durable",
+    "leasefence.impl.errors",
+    "leasefence.impl.frozen",
+    "leasefence.impl.journal",
+    "leasefence.impl.journalops",
+    "leasefence.impl.poll",
+    "leasefence.impl.records",
+    "leasefence.impl.rules",
+    "leasefence.impl.trace",
+    "leasefence.impl.workload",
 )
 #: The packages whose import path a build is put first on.
 PACKAGES = ("leasefence.model", "leasefence.impl", "leasefence.conformance")
@@ -143,10 +179,12 @@ def engine_from_env() -> str:
     return e
 
 
-def activate(engine: str = "auto") -> str | None:
-    """Load the compiled modules from the build for these sources, per ``engine``: the build's
-    folder, or None when the interpreted modules run. Call it before anything imports a module of
-    ``COMPILED``; once one is imported (interpreted) the build is not loaded.
+def activate(engine: str = "auto", modules: tuple[str, ...] = COMPILED) -> str | None:
+    """Load the compiled ``modules`` (``VALIDATOR``, ``DISPATCHER``, by default both) from the
+    build for these sources, per ``engine``: the build's folder, or None when the interpreted
+    modules run. Call it before anything imports one of ``modules``; once one is imported
+    (interpreted) the build is not loaded. Once loaded, the build comes first on the packages'
+    import paths: another module it holds, imported later, is its compiled one too.
 
     ``compiled`` raises ``EngineError`` when there is no build for these sources or a module of
     it would not load; ``auto`` then runs the interpreted modules."""
@@ -161,13 +199,13 @@ def activate(engine: str = "auto") -> str | None:
     if d is None:
         if engine == "compiled":
             raise EngineError(
-                f"no compiled validator for these sources (key {k}) in {builds_dir()}: "
-                "run `leasefence trace compile` first"
+                f"no compiled build (validator and dispatcher) for these sources (key {k}) in "
+                f"{builds_dir()}: run `leasefence trace compile` first"
             )
         return None
-    loaded = [sys.modules[m] for m in COMPILED if m in sys.modules]
+    loaded = [sys.modules[m] for m in modules if m in sys.modules]
     if loaded:  # activated before in this process, or too late
-        if len(loaded) == len(COMPILED) and all(map(is_compiled, loaded)):
+        if len(loaded) == len(modules) and all(map(is_compiled, loaded)):
             return d
         if engine == "compiled":
             names = ", ".join(m.__name__ for m in loaded if not is_compiled(m))
@@ -192,7 +230,7 @@ def activate(engine: str = "auto") -> str | None:
         pkg.__path__.insert(0, entry)
         added.append((pkg.__path__, entry))
     try:
-        for m in COMPILED:
+        for m in modules:
             if not is_compiled(importlib.import_module(m)):
                 raise ImportError(f"{m} loaded from {sys.modules[m].__file__}, not the build")
     except Exception as exc:  # a damaged build, or one another mypyc left: run interpreted

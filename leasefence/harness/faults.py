@@ -29,6 +29,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from leasefence.harness.injection import INJECTIONS as INJECTIONS
+from leasefence.harness.injection import MASTER_INJECTIONS as MASTER_INJECTIONS
+from leasefence.harness.injection import WORKER_INJECTIONS as WORKER_INJECTIONS
+from leasefence.harness.injection import Injection as Injection
 from leasefence.impl.transport import (
     DispatchHooks,
     InProcessTransport,
@@ -47,11 +51,6 @@ if TYPE_CHECKING:  # a worker rank never loads the master's modules (``impl/mpir
 
 log = logging.getLogger("leasefence.faults")
 
-#: Faults a worker can be told to inject (``leasefence run --inject``).
-WORKER_INJECTIONS = ("late", "dup", "wrong-id", "missing-id", "malformed", "reorder")
-#: Faults the master injects into itself: ``restart`` (``RestartFault``).
-MASTER_INJECTIONS = ("restart",)
-INJECTIONS = WORKER_INJECTIONS + MASTER_INJECTIONS
 
 # Messages a "malformed" injection sends before the real result, in turn.
 _GARBAGE: tuple[tuple[int, bytes], ...] = (
@@ -64,33 +63,6 @@ _GARBAGE: tuple[tuple[int, bytes], ...] = (
 
 
 # -- the workers' faults -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Injection:
-    """Which faults are injected, and how often: each worker fault hits a given (kind, work,
-    rank, attempt) with probability ``rate``, decided by a hash of the seed, so runs are
-    reproducible."""
-
-    kinds: frozenset[str] = frozenset()
-    rate: float = 0.15
-    seed: int = 0
-
-    @classmethod
-    def parse(cls, text: str | None, *, rate: float = 0.15, seed: int = 0) -> Injection:
-        """``late,dup,wrong-id`` → an Injection; ``ValueError`` naming an unknown kind."""
-        kinds = frozenset(k.strip() for k in (text or "").split(",") if k.strip())
-        if unknown := sorted(kinds - set(INJECTIONS)):
-            raise ValueError(
-                f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(INJECTIONS)}"
-            )
-        return cls(kinds, rate, seed)
-
-    def hits(self, kind: str, work_id: str, rank: int, attempt: int) -> bool:
-        if kind not in self.kinds:
-            return False
-        digest = hashlib.sha256(f"{self.seed}:{kind}:{work_id}:{rank}:{attempt}".encode())
-        return int.from_bytes(digest.digest()[:8], "big") < self.rate * 2**64
 
 
 @dataclass(frozen=True)

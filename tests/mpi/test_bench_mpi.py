@@ -10,19 +10,31 @@ from pathlib import Path
 
 import pytest
 
-from leasefence.harness.bench import DISPATCH, Sizes, other_figures, run
+from leasefence.harness.bench.common import Sizes
+from leasefence.harness.bench.dispatch import DISPATCH
+from leasefence.harness.bench.goals import other_figures
+from leasefence.harness.bench.runner import run
 
 pytestmark = pytest.mark.mpi
 
 
-def test_every_dispatch_contender_runs_under_mpiexec_and_reports_a_rate(tmp_path: Path) -> None:
+def test_every_dispatch_contender_runs_under_mpiexec_and_reports_a_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache without a build: the compiled twin is left out, saying so (tests/unit/
+    # test_compiled.py runs it against a build).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = io.StringIO()
     report = run(Sizes.named("tiny"), ("dispatch",), directory=tmp_path, out=out)
     assert report.errors == [], out.getvalue()
     figures = report.results["dispatch"]
     assert set(figures["median_round_trips_per_s"]) == set(DISPATCH)
+    assert "no compiled dispatcher for these sources: master-run-compiled not run" in out.getvalue()
+    assert "run_compiled_over_bare_time" not in figures
     assert all(rate > 0 for rate in figures["median_round_trips_per_s"].values())
     statuses = {g.name: g.status for g in report.goals if "master" in g.name}
+    compiled = statuses.pop("master as run, compiled / bare, time per rt")
+    assert compiled == "SKIP"  # no build: not measured, and said so
     assert set(statuses.values()) <= {"PASS", "MISS"}
 
     # issue 12: depth 2 against depth 1 is a measured ratio, printed and in the JSON report

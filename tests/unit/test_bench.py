@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from leasefence.cli import main
-from leasefence.harness.bench import BENCHMARKS, Goal, Sizes, goals, run
+from leasefence.harness.bench.common import Sizes
+from leasefence.harness.bench.goals import Goal, goals
+from leasefence.harness.bench.runner import BENCHMARKS, run
 
 NON_MPI = ("journal", "recovery", "scale", "verification", "trace")
 
@@ -67,10 +69,10 @@ def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
 ) -> None:
     goals = report_json["goals"]
     assert isinstance(goals, list)
-    assert len(goals) == 17
+    assert len(goals) == 18
     assert {g["status"] for g in goals} <= {"PASS", "MISS", "SKIP"}
     dispatch = [g for g in goals if "master" in g["name"]]
-    assert [g["status"] for g in dispatch] == ["SKIP", "SKIP"]  # dispatch was not run
+    assert [g["status"] for g in dispatch] == ["SKIP", "SKIP", "SKIP"]  # dispatch was not run
     assert all(g["value"] is not None for g in goals if g["name"].startswith("journal"))
     # the trace goals read the sizes they name: 2,000 items is in the tiny run, 10^5 is not
     trace = {g["name"]: g["value"] for g in goals if g["name"].startswith("trace check")}
@@ -143,10 +145,19 @@ def test_the_dispatch_goal_reads_the_master_as_leasefence_run_configures_it() ->
     from leasefence.harness.bench.dispatch import GOAL_MASTER
 
     dispatch = {"run_over_bare_time": 1.5, "memory_over_bare_time": 30.0}
-    (goal,) = [g for g in goals({"dispatch": dispatch}) if "/ bare," in g.name]
+    (goal, twin) = [g for g in goals({"dispatch": dispatch}) if "/ bare," in g.name]
     assert GOAL_MASTER == "master-run"
     assert goal.value == 1.5
     assert goal.status == "PASS"
+    # beside it the same master compiled (``make compile``): unmeasured without a build
+    assert "compiled" in twin.name
+    assert twin.status == "SKIP"
+    (twin,) = [
+        g
+        for g in goals({"dispatch": {**dispatch, "run_compiled_over_bare_time": 2.5}})
+        if "compiled / bare," in g.name
+    ]
+    assert (twin.value, twin.status) == (2.5, "MISS")
 
 
 def test_the_dispatch_goal_times_master_and_bare_loop_over_jobs_of_the_same_length() -> None:

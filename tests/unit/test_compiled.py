@@ -113,10 +113,106 @@ def test_the_trace_checkers_tests_pass_against_the_compiled_validator(build: Pat
         check=False,
         env=dict(os.environ, LEASEFENCE_ENGINE="compiled"),
     )
-    assert f"trace validator: compiled ({build})" in proc.stdout, proc.stdout[-2000:]
+    assert f"trace validator and dispatcher: compiled ({build})" in proc.stdout, proc.stdout[-2000:]
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert " passed" in proc.stdout
     assert " failed" not in proc.stdout
+
+
+#: The dispatcher's tests run against the build: the wire (fast paths against the general
+#: encoder and decoder, fuzzed frames), the master (dispatch, results, pipelining, hostile
+#: workers, starvation, the scenarios) and the conformance machines that drive it step by step
+#: against the model. A test that patches inside a compiled module is marked ``interpreted``
+#: and skipped there, saying why.
+DISPATCHER_TESTS = (
+    "tests/unit/test_wire.py",
+    "tests/unit/test_fast_paths.py",
+    "tests/unit/test_frames.py",
+    "tests/unit/test_fuzz_wire.py",
+    "tests/unit/test_master.py",
+    "tests/unit/test_pipeline.py",
+    "tests/unit/test_hostile_workers.py",
+    "tests/unit/test_starvation.py",
+    "tests/unit/test_scenarios.py",
+    "tests/unit/test_edges.py",
+    "tests/conformance/test_machines.py",
+    "tests/conformance/test_depth2_scenarios.py",
+)
+
+
+@BUILD_TIMEOUT
+def test_the_dispatchers_tests_pass_against_the_compiled_dispatcher(build: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"--hypothesis-seed={SEED}",
+            *DISPATCHER_TESTS,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ, LEASEFENCE_ENGINE="compiled"),
+    )
+    assert f"trace validator and dispatcher: compiled ({build})" in proc.stdout, proc.stdout[-2000:]
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    passed = int(proc.stdout.rsplit(" passed", 1)[0].rsplit(" ", 1)[-1])
+    skipped = proc.stdout.count("interpreted modules only: ")
+    assert passed > 1000, proc.stdout[-2000:]  # the files ran, not only their collection
+    assert skipped <= 10, proc.stdout[-4000:]  # the marked few, not a module's worth
+
+
+@pytest.mark.mpi
+@BUILD_TIMEOUT
+def test_a_run_with_faults_on_the_compiled_dispatcher_completes_every_item_exactly_once(
+    build: Path, tmp_path: Path
+) -> None:
+    """``leasefence run --engine compiled`` on every rank (workers faulty: duplicates, wrong and
+    missing IDs, malformed messages): each item done once in the journal and its trace replays
+    through the model, as the interpreted dispatcher's run must (tests/mpi/test_mpi_run.py)."""
+    from leasefence.conformance.tracecheck import validate
+    from leasefence.impl.workload import generate
+
+    bin_ = Path(sys.executable).parent
+    proc = subprocess.run(
+        [str(bin_ / "mpiexec"), "-n", "3", str(bin_ / "leasefence"), "run", "--engine", "compiled",
+         "--work", "60", "--worker", "trivial", "--inject", "dup,wrong-id,missing-id,malformed",
+         "--journal", str(tmp_path / "j.jsonl"), "--snapshot", str(tmp_path / "s.json"),
+         "--trace", str(tmp_path / "t.ndjson")],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "dispatcher               compiled" in proc.stdout
+    assert "duplicate completions    0" in proc.stdout
+    done = [
+        json.loads(line)["work_id"]
+        for line in (tmp_path / "j.jsonl").read_text().splitlines()
+        if json.loads(line)["event"] == "done"
+    ]
+    assert sorted(done) == sorted(i.work_id for i in generate(60, seed=0))  # each once
+    with (tmp_path / "t.ndjson").open() as fh:
+        report = validate(fh)
+    assert report.ok, report.divergence
+
+
+@pytest.mark.mpi
+@BUILD_TIMEOUT
+def test_the_dispatch_benchmark_times_the_master_as_run_compiled(
+    build: Path, tmp_path: Path
+) -> None:
+    """``master-run-compiled`` is ``master-run`` with ``--engine compiled`` on every rank: a job
+    that could not load the build fails (``activate`` raises), it never runs interpreted."""
+    from leasefence.harness.bench.dispatch import COMPILED_TWINS, _dispatch_job
+
+    assert COMPILED_TWINS == {"master-run-compiled": "master-run"}
+    doc = _dispatch_job("master-run-compiled", 300, tmp_path)
+    assert doc["contender"] == "master-run"
+    assert doc["rate"] > 0
+    assert doc["max_in_flight_per_rank"] > 2  # pipelined as the run's defaults say
 
 
 def test_a_build_is_keyed_by_every_byte_of_the_sources_it_was_made_from(

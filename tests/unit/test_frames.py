@@ -296,6 +296,12 @@ class _Clock:
         return self.now
 
 
+#: The worker tests run ``worker_execute`` with MPI and the clock patched out of its module.
+PATCHED_WORKER_LOOP = pytest.mark.interpreted(
+    "patches transport.mpi_receive, mpi_send and time, which a compiled worker_execute does not read"
+)
+
+
 def _worker(
     monkeypatch: pytest.MonkeyPatch,
     arriving: list[tuple[int, bytes]],
@@ -330,6 +336,7 @@ def _lines(out: list[tuple[int, bytes]]) -> list[list[Any]]:
     ]
 
 
+@PATCHED_WORKER_LOOP
 def test_a_worker_answers_a_frame_of_works_with_one_frame_of_their_results(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -344,6 +351,7 @@ def test_a_worker_answers_a_frame_of_works_with_one_frame_of_their_results(
     assert got[1] == [Bye(4)]
 
 
+@PATCHED_WORKER_LOOP
 def test_a_worker_sends_each_result_at_once_when_the_frame_time_is_zero(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -364,6 +372,7 @@ def _taking(clock: _Clock, seconds: dict[int, float]) -> Callable[[Work], Outcom
     return run
 
 
+@PATCHED_WORKER_LOOP
 def test_a_slow_item_sends_the_results_held_before_it_and_its_own_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -377,6 +386,7 @@ def test_a_slow_item_sends_the_results_held_before_it_and_its_own_at_once(
     ]
 
 
+@PATCHED_WORKER_LOOP
 def test_results_held_for_the_frame_time_go_out_before_the_next_item(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -390,6 +400,7 @@ def test_results_held_for_the_frame_time_go_out_before_the_next_item(
     assert [len(g) for g in _lines(out)] == [3, 3, 1]
 
 
+@PATCHED_WORKER_LOOP
 def test_a_malformed_line_from_the_master_costs_only_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -400,6 +411,7 @@ def test_a_malformed_line_from_the_master_costs_only_itself(
     assert got[1] == [Bye(2)]
 
 
+@PATCHED_WORKER_LOOP
 def test_a_fault_reply_goes_alone_after_the_results_before_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -777,6 +777,9 @@ def _opened(tmp_path: Path, items: list[WorkItem], **kw: Any) -> Master:
     )
 
 
+@pytest.mark.interpreted(
+    "replaces the method Master._finished_here on an instance, which a compiled Master refuses"
+)
 def test_the_queue_drops_finished_items_from_what_it_read_not_from_the_whole_catalogue(
     tmp_path: Path,
 ) -> None:

@@ -25,7 +25,9 @@ Benchmarks (``BENCHMARKS``):
 ``trace``         ``trace check`` steps per second on synthesized runs of 10³, 10⁴, 10⁵ items.
 
 Run with ``make bench`` or ``leasefence bench [--json PATH] [--full | --tiny] [--only NAMES]``.
-One module per concern: ``runner`` (the run and its report), ``common`` (sizes, interleaving,
+This package imports none of its modules (import each from its own): ``mpi_job`` must load the
+compiled dispatcher, when asked to, before anything imports the interpreted one. One module per
+concern: ``runner`` (the run and its report), ``common`` (sizes, interleaving,
 medians), ``goals`` (the goals and the other figures), one module per benchmark (``journal``,
 ``recovery``, ``scale``, ``dispatch``, ``verification``, ``trace``), and two that only the dispatch benchmark runs:
 
@@ -59,20 +61,3 @@ medians), ``goals`` (the goals and the other figures), one module per benchmark 
   protocol, no disk) that isolates the cost of the master's logic; it keeps the generation part
   of the owner token too, for the depth-2 contender.
 """
-
-from leasefence.harness.bench.common import SIZES, Sizes
-from leasefence.harness.bench.dispatch import DISPATCH
-from leasefence.harness.bench.goals import Goal, goals, other_figures
-from leasefence.harness.bench.runner import BENCHMARKS, Report, run
-
-__all__ = [
-    "BENCHMARKS",
-    "DISPATCH",
-    "SIZES",
-    "Goal",
-    "Report",
-    "Sizes",
-    "goals",
-    "other_figures",
-    "run",
-]

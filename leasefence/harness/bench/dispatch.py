@@ -29,6 +29,10 @@ DISPATCH = (
     "master-group",
     "pool",
 )
+#: Contenders that are another contender with the dispatcher compiled (``leasefence run
+#: --engine compiled``, on every rank), run only when there is a build for these sources
+#: (``leasefence trace compile``): the compiled name, the contender it compiles.
+COMPILED_TWINS = {"master-run-compiled": "master-run"}
 #: The pipelined contenders (``master-run``, ``bare-deep``) run this many times ``Sizes.tasks``:
 #: 64 deep per rank, a job of ``tasks`` round trips would be mostly its ramp (depth 2 until a
 #: rank's gap between results is known) and its drain. So does ``bare``, the goal's yardstick
@@ -37,7 +41,7 @@ DISPATCH = (
 #: (2026-12-03, 4 ranks on 2 cores), and with it the goal's ratio.
 DEEP_TASKS_FACTOR = 10
 #: The contenders run ``DEEP_TASKS_FACTOR`` times ``Sizes.tasks`` round trips.
-LONG_JOBS = ("master-run", "bare-deep", "bare", "bare-transport")
+LONG_JOBS = ("master-run", "master-run-compiled", "bare-deep", "bare", "bare-transport")
 #: The contender the issue's goal reads (in-memory master / bare blocking loop): the master as
 #: ``leasefence run`` configures it by default, which is what a user runs.
 GOAL_MASTER = "master-run"
@@ -59,12 +63,15 @@ def _dispatch_job(
     poll: str = "auto",
 ) -> dict[str, Any]:
     """One contender's ``mpiexec -n RANKS`` job, master contenders waiting as ``poll`` says; its
-    RESULT.json (``rate`` and, for a master contender, the pipeline depth it reached)."""
+    RESULT.json (``rate`` and, for a master contender, the pipeline depth it reached). A
+    contender of ``COMPILED_TWINS`` is its twin's job with ``--engine compiled``."""
     launcher = mpiexec()
     if launcher is None:
         raise RuntimeError("no mpiexec beside this Python or on PATH")
     out = where / f"{contender}.json"
     out.unlink(missing_ok=True)
+    engine = "compiled" if contender in COMPILED_TWINS else "interpreted"
+    contender = COMPILED_TWINS.get(contender, contender)
     python = [sys.executable, "-m", "mpi4py.futures"] if contender == "pool" else [sys.executable]
     cmd = [
         launcher,
@@ -80,6 +87,7 @@ def _dispatch_job(
         str(out),
         "--poll",
         poll,
+        *(() if contender == "pool" else ("--engine", engine)),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0 or not out.is_file():
@@ -98,7 +106,17 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
     spent on its CPU (near 1: the master's own work bounds the rate; far below: waiting), for
     the master contenders and ``bare-transport``, and ``cpu_us_per_round_trip`` their CPU per
     round trip on rank 0 and on the workers together, in microseconds."""
+    from leasefence.harness.compiled import built
+
     docs: dict[str, list[dict[str, Any]]] = {}
+    contenders: tuple[str, ...] = DISPATCH
+    if built() is None:
+        say(
+            "  no compiled dispatcher for these sources: master-run-compiled not run "
+            "(`make compile` builds it)"
+        )
+    else:
+        contenders += tuple(COMPILED_TWINS)
 
     def job(name: str) -> Callable[[int], float]:
         n = sizes.durable_tasks if name in ("master-always", "master-group") else sizes.tasks
@@ -110,12 +128,12 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
             rate = float(doc["rate"])
             if "master_cpu_s" in doc:
                 docs.setdefault(name, []).append(doc)
-            say(f"    {name:<14} {fmt(rate):>8} round trips/s")
+            say(f"    {name:<19} {fmt(rate):>8} round trips/s")
             return rate
 
         return run
 
-    runs = interleave({name: job(name) for name in DISPATCH}, sizes.dispatch_repeats)
+    runs = interleave({name: job(name) for name in contenders}, sizes.dispatch_repeats)
     med = {k: median(v) for k, v in runs.items()}
     say("  medians: " + ", ".join(f"{k} {fmt(v)}" for k, v in med.items()) + " round trips/s")
     depth2_over_depth1 = med["master-depth2"] / med["master-depth1"]
@@ -165,7 +183,26 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
             f"{transport_cpu['master']:.1f} us, the workers {transport_cpu['workers']:.1f} "
             f"us); bare {1e6 / med['bare']:.1f} us"
         )
+    twin = "master-run-compiled"
+    compiled: dict[str, float] = {}
+    if twin in med:
+        compiled = {
+            "run_compiled_over_bare_time": med["bare"] / med[twin],
+            "run_compiled_over_run_time": med[twin] / med[GOAL_MASTER],
+        }
+        cpu = cpu_us.get(twin, {})
+        say(
+            f"  compiled (`make compile`, every rank): {twin} / bare, time per round trip "
+            f"{fmt(compiled['run_compiled_over_bare_time'])}x; {fmt(compiled['run_compiled_over_run_time'])}x "
+            f"the interpreted {GOAL_MASTER}'s round trips/s; {1e6 / med[twin]:.1f} us a round trip"
+            + (
+                f" (rank 0 {cpu['master']:.1f} us of CPU, the workers {cpu['workers']:.1f} us)"
+                if cpu
+                else ""
+            )
+        )
     return {
+        **compiled,
         "ranks": sizes.ranks,
         "tasks": sizes.tasks,
         "durable_tasks": sizes.durable_tasks,

@@ -63,6 +63,7 @@ def goals(results: dict[str, Any]) -> list[Goal]:
         Goal("scale: items/s, largest run / smallest", "in-process master, memory journal", get("scale", "largest_over_smallest_items_per_s"), ">=", 0.8, bench="scale"),
         Goal(f"open compacted journal, {active:,} active leases", "milliseconds", None if get("recovery", "active_open_s") is None else 1e3 * (get("recovery", "active_open_s") or 0.0), "<=", 50, unit=" ms", bench="recovery"),
         Goal("master as run (memory journal) / bare, time per rt", "bare blocking recv loop", get("dispatch", "run_over_bare_time"), "<=", 2.0, note="master-run: the run's defaults", bench="dispatch"),
+        Goal("master as run, compiled / bare, time per rt", "make compile: every rank compiled", get("dispatch", "run_compiled_over_bare_time"), "<=", 2.0, note="master-run-compiled", bench="dispatch"),
         Goal("durable master, group commit / MPIPoolExecutor", "round trips/s", get("dispatch", "group_over_pool"), ">=", 1.0, bench="dispatch"),
         Goal("model checker / TLC states per second", "same bounds, wall clock", get("verification", "model_vs_tlc", "model_over_tlc"), ">=", 0.5, bench="verification"),
         Goal("liveness / safety check time (model)", "live vs CI config, wall clock", get("verification", "liveness", "live_over_safety"), "<=", 2.0, bench="verification"),

@@ -369,7 +369,17 @@ def main() -> None:
     p.add_argument(
         "--pipeline", type=int, default=None, help="durable master contenders: the pipeline depth"
     )
+    p.add_argument(
+        "--engine",
+        choices=("interpreted", "compiled"),
+        default="interpreted",
+        help="the dispatcher's modules on every rank: interpreted, or the build of "
+        "`leasefence trace compile` for these sources (leasefence run --engine)",
+    )
     args = p.parse_args()
+    from leasefence.harness.compiled import EVERY_RANK, activate
+
+    activate(args.engine, EVERY_RANK)  # before any of them is imported
     comm = MPI.COMM_WORLD
     if args.contender == "pool":
         pool_job(args.tasks, args.out)

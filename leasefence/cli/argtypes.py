@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 
+#: ``--engine`` of ``trace check`` and ``run``: ``harness.compiled.ENGINES``, spelled out so that
+#: a command's ``--help`` imports no harness (tests/unit/test_compiled.py holds the two equal).
+ENGINES = ("auto", "compiled", "interpreted")
+
 
 def _whole(text: str, minimum: int) -> int:
     try:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leasefence.cli.argtypes import count, rate, seconds
+from leasefence.cli.argtypes import ENGINES, count, rate, seconds
 from leasefence.impl.poll import POLL_MODES
 
 
@@ -185,12 +185,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--engine",
-        # ``harness.compiled.ENGINES``, spelled out as trace check's (test_compiled holds them equal)
-        choices=("auto", "compiled", "interpreted"),
+        choices=ENGINES,
         default=None,
         help=(
-            "the dispatcher's modules on every rank (wire, master, coordinator, journal, both "
-            "loops): auto runs the build of `leasefence trace compile` (`make compile`) when "
+            "the dispatcher's modules on every rank (wire, master, both loops): auto runs the build of `leasefence trace compile` (`make compile`) when "
             "there is one for these sources, else the interpreted modules; compiled: exit 2 "
             "without a build; interpreted: never load it (default: $LEASEFENCE_ENGINE, else "
             "auto). The same source either way: the build is the interpreted modules compiled"

@@ -7,6 +7,8 @@ import os
 import stat
 import sys
 
+from leasefence.cli.argtypes import ENGINES
+
 
 def trace_path(text: str) -> str:
     """A trace argument as ``str(pathlib.Path(text))`` spells it on POSIX, the name that is
@@ -41,9 +43,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     c.add_argument("trace", type=trace_path, nargs="+", help="trace file(s) (NDJSON)")
     c.add_argument(
         "--engine",
-        # ``harness.compiled.ENGINES``, spelled out: `trace check --help` imports no harness
-        # (tests/unit/test_tracecheck.py); tests/unit/test_compiled.py holds the two equal
-        choices=("auto", "compiled", "interpreted"),
+        choices=ENGINES,
         default=None,
         help=(
             "auto: the compiled validator when built for these sources, else the interpreted "

@@ -80,6 +80,20 @@ def _corpus(where: Path) -> dict[str, int]:
     return files
 
 
+def _tests_against(build: Path, *files: str) -> subprocess.CompletedProcess[str]:
+    """``files`` run in a pytest whose modules are the build's (conftest activates it under
+    ``LEASEFENCE_ENGINE=compiled``); passed only when every one of them did."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--hypothesis-seed={SEED}",
+         *files],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+        env=dict(os.environ, LEASEFENCE_ENGINE="compiled"),
+    )  # fmt: skip
+    assert f"trace validator and dispatcher: compiled ({build})" in proc.stdout, proc.stdout[-2000:]
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return proc
+
+
 @BUILD_TIMEOUT
 def test_compiled_and_interpreted_validators_give_the_same_report_on_a_corpus(
     build: Path, tmp_path: Path
@@ -96,25 +110,7 @@ def test_the_trace_checkers_tests_pass_against_the_compiled_validator(build: Pat
     """Its unit tests, run in a pytest whose modules are the build's: every step rule, the
     incremental checks against the full ones on every CI-graph transition, and the planted
     violation of each invariant that the incremental checks must report."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            f"--hypothesis-seed={SEED}",
-            "tests/unit/test_tracecheck.py",
-            "tests/unit/test_incremental.py",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=dict(os.environ, LEASEFENCE_ENGINE="compiled"),
-    )
-    assert f"trace validator and dispatcher: compiled ({build})" in proc.stdout, proc.stdout[-2000:]
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    proc = _tests_against(build, "tests/unit/test_tracecheck.py", "tests/unit/test_incremental.py")
     assert " passed" in proc.stdout
     assert " failed" not in proc.stdout
 
@@ -142,24 +138,7 @@ DISPATCHER_TESTS = (
 
 @BUILD_TIMEOUT
 def test_the_dispatchers_tests_pass_against_the_compiled_dispatcher(build: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            f"--hypothesis-seed={SEED}",
-            *DISPATCHER_TESTS,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=dict(os.environ, LEASEFENCE_ENGINE="compiled"),
-    )
-    assert f"trace validator and dispatcher: compiled ({build})" in proc.stdout, proc.stdout[-2000:]
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    proc = _tests_against(build, *DISPATCHER_TESTS)
     passed = int(proc.stdout.rsplit(" passed", 1)[0].rsplit(" ", 1)[-1])
     skipped = proc.stdout.count("interpreted modules only: ")
     assert passed > 1000, proc.stdout[-2000:]  # the files ran, not only their collection
@@ -341,17 +320,20 @@ def test_an_unknown_engine_in_the_environment_is_named(
     assert "LEASEFENCE_ENGINE='fast'" in capsys.readouterr().err
 
 
-def test_trace_check_offers_exactly_the_engines_the_activation_knows() -> None:
-    """``--engine``'s choices are spelled out in ``cli/cmd_trace.py`` (its help imports no
-    harness): they must be ``compiled.ENGINES``."""
+def test_trace_check_and_run_offer_exactly_the_engines_the_activation_knows() -> None:
+    """``--engine``'s choices are spelled out in ``cli/argtypes.py`` (a command's help imports
+    no harness): they must be ``compiled.ENGINES``, for ``trace check`` and for ``run``."""
     import argparse
 
     from leasefence.cli import build_parser
+    from leasefence.cli.argtypes import ENGINES
 
-    parser: argparse.ArgumentParser = build_parser("trace", alone=True)
-    for name in ("trace", "check"):
-        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        parser = sub.choices[name]
-    (engine,) = [a for a in parser._actions if a.dest == "engine"]
-    assert engine.default is None  # the environment decides by default
-    assert tuple(engine.choices or ()) == compiled.ENGINES
+    assert compiled.ENGINES == ENGINES
+    for path in (("trace", "check"), ("run",)):
+        parser: argparse.ArgumentParser = build_parser(path[0], alone=True)
+        for name in path:
+            (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            parser = sub.choices[name]
+        (engine,) = [a for a in parser._actions if a.dest == "engine"]
+        assert engine.default is None  # the environment decides by default
+        assert tuple(engine.choices or ()) == compiled.ENGINES, path

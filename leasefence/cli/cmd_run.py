@@ -188,10 +188,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         choices=ENGINES,
         default=None,
         help=(
-            "the dispatcher's modules on every rank (wire, master, both loops): auto runs the build of `leasefence trace compile` (`make compile`) when "
-            "there is one for these sources, else the interpreted modules; compiled: exit 2 "
-            "without a build; interpreted: never load it (default: $LEASEFENCE_ENGINE, else "
-            "auto). The same source either way: the build is the interpreted modules compiled"
+            "the dispatcher's modules on every rank (wire, master, both loops): auto runs the "
+            "build of `leasefence trace compile` (`make compile`) when there is one for these "
+            "sources, else the interpreted modules; compiled: exit 2 without a build; "
+            "interpreted: never load it (default: $LEASEFENCE_ENGINE, else auto). The same "
+            "source either way: the build is the interpreted modules compiled; the report's "
+            "`dispatcher` line says which ran"
         ),
     )
     p.set_defaults(func=run)

@@ -227,6 +227,11 @@ def test_without_a_finished_build_trace_check_runs_interpreted_or_says_what_to_d
     assert main(["trace", "check", "--engine", "auto", str(trace)]) == 0
     assert main(["trace", "compile", "--status"]) == 1
     assert "no compiled validator for these sources" in capsys.readouterr().out
+    # the dispatcher the same: `run --engine compiled` refuses before MPI starts, naming the fix
+    assert main(["run", "--engine", "compiled", "--work", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("leasefence run: no compiled build (validator and dispatcher)")
+    assert "run `leasefence trace compile` first" in err
 
 
 @BUILD_TIMEOUT

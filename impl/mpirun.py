@@ -429,7 +429,9 @@ def _report(
 
 
 def _engine() -> str:
-    """Whether the master runs the build of ``leasefence trace compile`` (``--engine``)."""
+    """Whether the master runs the build of ``leasefence trace compile`` (``--engine``): its
+    module loaded from an extension module, the test of ``harness.compiled.is_compiled`` (not
+    imported: impl/ imports no harness)."""
     module = sys.modules.get("leasefence.impl.master")
     path = getattr(module, "__file__", None) or ""
     return "compiled" if path.endswith(tuple(EXTENSION_SUFFIXES)) else "interpreted"

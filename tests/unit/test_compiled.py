@@ -142,7 +142,8 @@ def test_the_dispatchers_tests_pass_against_the_compiled_dispatcher(build: Path)
     passed = int(proc.stdout.rsplit(" passed", 1)[0].rsplit(" ", 1)[-1])
     skipped = proc.stdout.count("interpreted modules only: ")
     assert passed > 1000, proc.stdout[-2000:]  # the files ran, not only their collection
-    assert skipped <= 10, proc.stdout[-4000:]  # the marked few, not a module's worth
+    # the marked few (each names why), not a module's worth, and the marker is honoured there
+    assert 0 < skipped <= 10, proc.stdout[-4000:]
 
 
 @pytest.mark.mpi

@@ -112,7 +112,7 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
     contenders: tuple[str, ...] = DISPATCH
     if built() is None:
         say(
-            "  no compiled dispatcher for these sources: master-run-compiled not run "
+            f"  no compiled dispatcher for these sources: {', '.join(COMPILED_TWINS)} not run "
             "(`make compile` builds it)"
         )
     else:
@@ -183,7 +183,7 @@ def bench_dispatch(sizes: Sizes, where: Path, say: Callable[[str], None]) -> dic
             f"{transport_cpu['master']:.1f} us, the workers {transport_cpu['workers']:.1f} "
             f"us); bare {1e6 / med['bare']:.1f} us"
         )
-    twin = "master-run-compiled"
+    (twin,) = COMPILED_TWINS
     compiled: dict[str, float] = {}
     if twin in med:
         compiled = {

@@ -377,9 +377,12 @@ def main() -> None:
         "`leasefence trace compile` for these sources (leasefence run --engine)",
     )
     args = p.parse_args()
-    from leasefence.harness.compiled import EVERY_RANK, activate
+    from leasefence.harness.compiled import EVERY_RANK, EngineError, activate
 
-    activate(args.engine, EVERY_RANK)  # before any of them is imported
+    try:
+        activate(args.engine, EVERY_RANK)  # before any of them is imported
+    except EngineError as exc:  # no build for these sources, or one that does not load
+        sys.exit(f"mpi_job: {exc}")
     comm = MPI.COMM_WORLD
     if args.contender == "pool":
         pool_job(args.tasks, args.out)

@@ -385,6 +385,11 @@ class Master:
         ranks = [rank] if rank is not None else sorted(self._slots)
         return [(r, d) for r in ranks for d in self._slots.get(r, [])]
 
+    def held_by_rank(self) -> dict[Rank, int]:
+        """How many active dispatches each busy rank holds: ``dispatches()`` counted by rank,
+        without listing them (a count every loop turn, in the benchmark's timed part)."""
+        return {r: len(ds) for r, ds in self._slots.items() if ds}
+
     def _resume_generations(self) -> None:
         """Resume(j, e): start each rank's counter after every generation of this epoch still
         leased on disk. With the epoch a restart advances there is none: every counter starts
@@ -1075,7 +1080,7 @@ class Master:
         idle = [r for k in range(self.pipeline) for r in ranks if free[r] > k]
         if not idle:
             return []
-        busy = {d.work_id for _, d in self.dispatches()}
+        busy = {d.work_id for ds in self._slots.values() for d in ds}  # every active one
         if self.candidates is pending_only:
             return self._dispatch_in_order(idle, busy)
         pending = [w for w in self.unfinished() if w not in busy]
@@ -1103,7 +1108,7 @@ class Master:
         previous one stopped), without building the list of every pending item. An item whose
         state task the coordinator holds leased now is passed over: its transaction would be
         refused at ``lease_state`` after writing a lease and its undo to the journal."""
-        skip = set(busy)  # busy, taken or tried in this round
+        skip = busy  # busy, then taken or tried in this round (the caller's set, grown here)
         held = getattr(self.coordinator, "active_owner", None)
         offers = self._pending(skip)
         catalogue = self.catalogue

@@ -490,14 +490,18 @@ def master_dispatch(
     # Until every item is completed or given up, or nothing can change any more (starved).
     while not master.finished and not master.starved():
         env = transport.receive(poll)
-        while env is not None:  # every result already waiting, decided in one group
-            handle(env)
-            env = ready()
-        now = master.clock()
-        if now < last or now - last >= every:
-            master.reclaim_expired()
-            last = now
-        master = pump()
+        # One reading of the clock for the whole turn: every step of it (the results, the
+        # reclaim, the dispatches) is stamped with the time its messages were in hand, and the
+        # clock is read once a turn rather than twice a task (issue 19: a reading, stamped to
+        # 10 us, cost a tenth of a round trip).
+        with master.clock.step() as now:
+            while env is not None:  # every result already waiting, decided in one group
+                handle(env)
+                env = ready()
+            if now < last or now - last >= every:
+                master.reclaim_expired()
+                last = now
+            master = pump()
         hooks.on_progress(master)
     master.commit()
     for rank in ranks:

@@ -344,33 +344,29 @@ def _decode_lines(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded
 
 
 def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] | None:
-    """The messages of a frame whose every line its tag's fast reader takes (``_FRAME_LINES``:
-    ``_RESULT_LINE`` or ``_WORK_LINE`` ending at a newline or at the frame's end), read with
-    one match a line over the frame's text: what ``_decode_lines`` reads of it, without the
-    split, the copies and ``decode``'s checks a line (issue 19: a message's reading was a
-    sixth of the master's time a task). None for any other frame (``_decode_lines`` decides):
-    one over ``MAX_MESSAGE_BYTES`` (so no line of it is over the limit either), one not ASCII
-    (a line's bytes are then the same slice of ``data`` as of its text), a blank line, a line
-    the fast reader leaves, more than ``MAX_FRAME_MESSAGES`` messages."""
+    """The messages of a frame whose every line its tag's fast reader takes (``_FAST_READERS``,
+    each line ending at a newline or at the frame's end), read in place over the frame's text:
+    what ``_decode_lines`` reads of it, without the split, the copies and ``decode``'s checks a
+    line (issue 19: a message's reading was a sixth of the master's time a task). None for any
+    other frame (``_decode_lines`` decides): one over ``MAX_MESSAGE_BYTES`` (so no line of it is
+    over the limit either), one not ASCII (a line's bytes are then the same slice of ``data`` as
+    of its text), a blank line, a line the fast reader leaves, more than
+    ``MAX_FRAME_MESSAGES`` messages."""
     kind = _TAGS.get(tag) if type(tag) is int or type(tag) is Tag else None
-    reader = _FRAME_LINES.get(kind) if kind is not None and kind in accept else None
+    reader = _FAST_READERS.get(kind) if kind is not None and kind in accept else None
     if reader is None or len(data) > MAX_MESSAGE_BYTES or not data.isascii():
         return None
-    pattern, build = reader
     text = data.decode("ascii")
     end = len(text)
-    match = pattern.match
     out: list[Decoded] = []
     pos = 0
     while pos < end:
-        m = match(text, pos)
-        if m is None:
+        read = reader(text, pos, True)
+        if read is None:
             return None
-        message = build(m)
-        if message is None:
-            return None
-        out.append((data[pos : m.end(1)], message))
-        pos = m.end()
+        stop, message = read
+        out.append((data[pos:stop], message))
+        pos = stop + 1  # past the newline (or the frame's end)
     if not out or len(out) > MAX_FRAME_MESSAGES:
         return None
     return out
@@ -422,6 +418,30 @@ _GEN_TEXT_MAX = 2**64
 #: made once: ``json.dumps`` with settings builds a ``JSONEncoder`` on every call (~0.9 of its
 #: 2.2 us for a small RESULT output, on every worker's every result).
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+#: The C encoder ``_ENCODER.encode`` makes on every call, with the same settings, made once
+#: (0.5 of a small output's 1.2 us, on every result; None without the C accelerator). Its
+#: circular-reference marks (``_MARKS``) are empty after every encoding that ends, and are
+#: emptied after one that raises.
+_MARKS: dict[int, Any] = {}
+_MAKE_ENCODER: Callable[..., Any] | None = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE = (
+    None
+    if _MAKE_ENCODER is None
+    else _MAKE_ENCODER(
+        _MARKS, _ENCODER.default, encode_basestring_ascii, None, ":", ",", True, False, False
+    )
+)
+
+
+def _json_text(value: dict[str, Any]) -> str:
+    """``_ENCODER.encode(value)``: ``json.dumps``'s text of an object in a message."""
+    if _ENCODE is None:
+        return _ENCODER.encode(value)
+    try:
+        return "".join(_ENCODE(value, 0))
+    except BaseException:
+        _MARKS.clear()
+        raise
 
 
 def _result_bytes(msg: Message) -> bytes | None:
@@ -453,7 +473,7 @@ def _result_bytes(msg: Message) -> bytes | None:
     if generation is None:
         return None
     try:
-        output_text = _ENCODER.encode(output)
+        output_text = _json_text(output)
     except (TypeError, ValueError):
         return None
     task_text = "" if task is None else f'"state_task_id":{encode_basestring_ascii(task)},'
@@ -494,45 +514,84 @@ _SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 
 
 #: A RESULT exactly as ``encode`` writes it (keys sorted, no spaces) with values in the plain
-#: spellings below: read by ``_fast_result`` with one match instead of the JSON machinery and
-#: the field checks. The parts that could hold something unusual are narrowed so that a match
-#: is always a message the general path accepts with the same values: ``cpu_s`` a non-negative
-#: number without a sign, the generation's parts at most 19 digits, the state task ID without
-#: a quote or a backslash (its text is then its value). ``output`` is any text between
-#: ``"output":`` and the fixed tail, and must decode on its own as one JSON object.
-_RESULT_BODY = (
+#: spellings below: read by ``_fast_result`` with two matches and one call of the JSON scanner
+#: instead of the JSON machinery and the field checks. The parts that could hold something
+#: unusual are narrowed so that a match is always a message the general path accepts with the
+#: same values: ``cpu_s`` a non-negative number without a sign, the generation's parts at most 19
+#: digits, the state task ID without a quote or a backslash (its text is then its value). The
+#: head runs up to ``"output":``, where the scanner reads one JSON object; the tail must follow
+#: it at once. (The object is read by the scanner, not matched: a lazy ``\{.*?\}`` tried the
+#: tail at every character of it, 1.7 us for a WORK's payload, issue 19.)
+_RESULT_HEAD = re.compile(
     r'\{"cpu_s":((?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?),'
     r'(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
-    r'"ok":(true|false),"output":(\{ANY*?\}),'
-    r'(?:"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",)?'
+    r'"ok":(true|false),"output":'
+)
+_RESULT_TAIL = re.compile(
+    r',(?:"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",)?'
     r'"type":"result","v":1,"work_id":"([0-9a-f]{64})"\}'
 )
-_RESULT_LINE = re.compile("(" + _RESULT_BODY.replace("ANY", ".") + ")", re.DOTALL)
+_WORK_HEAD = re.compile(
+    r'\{(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?"payload":'
+)
+_WORK_TAIL = re.compile(
+    r',"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",'
+    r'"type":"work","v":1,"work_id":"([0-9a-f]{64})"\}'
+)
+
+#: A fast reader: where the message at ``pos`` of a text ends and the message, or None when it
+#: is not in the reader's layout there (``_read``'s arguments after the text).
+FastRead = Callable[[str, int, bool], "tuple[int, Message] | None"]
 
 
-def _fast_result(text: str) -> Result | None:
-    """The RESULT ``text`` holds when it is in ``_RESULT_LINE``'s layout, else None (the general
-    path decides, and names what is wrong). The values are those the general path reads from
-    such a text (tests/unit/test_fast_paths.py compares the two on written and hostile
-    messages)."""
-    m = _RESULT_LINE.fullmatch(text)
-    return None if m is None else _result_of(m)
+def _read(
+    text: str, pos: int, in_frame: bool, head: re.Pattern[str], tail: re.Pattern[str]
+) -> tuple[re.Match[str], dict[str, Any], re.Match[str]] | None:
+    """The head, the JSON object and the tail of the message at ``pos`` of ``text`` in a fast
+    reader's layout, or None. The object is the strict decoder's reading of the text after the
+    head (the general path's), and must be an object; the tail must follow it at once and end
+    the text, or in a frame (``in_frame``) the line: a newline or the text's end follows it, and
+    the object holds no newline (a frame's lines hold none)."""
+    h = head.match(text, pos)
+    if h is None:
+        return None
+    start = h.end()
+    try:
+        value, end = _SCAN_ONCE(text, start)
+    except (StopIteration, ValueError, RecursionError):  # ProtocolError (a hook's) too
+        return None
+    if type(value) is not dict:
+        return None
+    t = tail.match(text, end)
+    if t is None:
+        return None
+    stop = t.end()
+    if in_frame:
+        if (stop < len(text) and text[stop] != "\n") or text.find("\n", start, end) >= 0:
+            return None
+    elif stop != len(text):
+        return None
+    return h, value, t
 
 
-def _result_of(m: re.Match[str]) -> Result | None:
-    """The RESULT a match of ``_RESULT_LINE`` (or of its line in a frame) holds, or None when a
-    value is out of the general path's range."""
-    cpu_text, epoch, counter, ok, output_text, task, work_id = m.group(2, 3, 4, 5, 6, 7, 8)
+def _fast_result(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Result] | None:
+    """Where the RESULT at ``pos`` of ``text`` ends and the RESULT, when it is in the layout of
+    ``_RESULT_HEAD`` and ``_RESULT_TAIL`` (``_read``), else None (the general path decides, and
+    names what is wrong). The values are those the general path reads from such a text
+    (tests/unit/test_fast_paths.py compares the two on written and hostile messages)."""
+    read = _read(text, pos, in_frame, _RESULT_HEAD, _RESULT_TAIL)
+    if read is None:
+        return None
+    head, output, tail = read
+    cpu_text, epoch, counter, ok = head.group(1, 2, 3, 4)
     cpu = float(cpu_text)
     if cpu > MAX_CPU_S:  # (the layout has no sign: never below 0, never NaN)
         return None
     in_range, generation = _generation(epoch, counter)
     if not in_range:
         return None
-    output = _one_object(output_text)
-    if output is None:
-        return None
-    return Result(
+    task, work_id = tail.group(1, 2)
+    result = Result(
         WorkId(work_id),
         None if task is None else StateTaskId(task),
         ok == "true",
@@ -540,47 +599,22 @@ def _result_of(m: re.Match[str]) -> Result | None:
         output,
         generation,
     )
+    return tail.end(), result
 
 
-_WORK_BODY = (
-    r'\{(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
-    r'"payload":(\{ANY*?\}),'
-    r'"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",'
-    r'"type":"work","v":1,"work_id":"([0-9a-f]{64})"\}'
-)
-_WORK_LINE = re.compile("(" + _WORK_BODY.replace("ANY", ".") + ")", re.DOTALL)
-
-
-def _fast_work(text: str) -> Work | None:
-    """The WORK ``text`` holds when it is in ``_WORK_LINE``'s layout, else None (as
-    ``_fast_result``; a worker's CPU is the master's loss where ranks share cores)."""
-    m = _WORK_LINE.fullmatch(text)
-    return None if m is None else _work_of(m)
-
-
-def _work_of(m: re.Match[str]) -> Work | None:
-    """The WORK a match of ``_WORK_LINE`` (or of its line in a frame) holds, or None (as
-    ``_result_of``)."""
-    epoch, counter, payload_text, task, work_id = m.group(2, 3, 4, 5, 6)
-    in_range, generation = _generation(epoch, counter)
+def _fast_work(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Work] | None:
+    """Where the WORK at ``pos`` of ``text`` ends and the WORK, when it is in the layout of
+    ``_WORK_HEAD`` and ``_WORK_TAIL``, else None (as ``_fast_result``; a worker's CPU is the
+    master's loss where ranks share cores)."""
+    read = _read(text, pos, in_frame, _WORK_HEAD, _WORK_TAIL)
+    if read is None:
+        return None
+    head, payload, tail = read
+    in_range, generation = _generation(head.group(1), head.group(2))
     if not in_range:
         return None
-    payload = _one_object(payload_text)
-    if payload is None:
-        return None
-    return Work(WorkId(work_id), StateTaskId(task), payload, generation)
-
-
-def _one_object(text: str) -> dict[str, Any] | None:
-    """The JSON object ``text`` holds whole (by the strict decoder's rules, as the general path
-    reads it inside a message), or None when it holds anything else or more. The decoder's
-    scanner is called at once: ``text`` starts with ``{`` and ends with ``}`` (a fast reader's
-    match), so there is no whitespace for ``JSONDecoder.decode`` to skip."""
-    try:
-        value, end = _SCAN_ONCE(text, 0)
-    except (StopIteration, ValueError, RecursionError):  # ProtocolError (a hook's) too
-        return None
-    return value if end == len(text) and type(value) is dict else None
+    task, work_id = tail.group(1, 2)
+    return tail.end(), Work(WorkId(work_id), StateTaskId(task), payload, generation)
 
 
 def _generation(epoch: str | None, counter: str | None) -> tuple[bool, Generation | None]:
@@ -593,23 +627,11 @@ def _generation(epoch: str | None, counter: str | None) -> tuple[bool, Generatio
     return ok, generation
 
 
-#: The fast reader of each tag that has one (the general path reads the rest).
-_FAST_READERS: dict[Tag, Callable[[str], Message | None]] = {
+#: The fast reader of each tag that has one (the general path reads the rest): of one message
+#: (``decode``) and of each line of a frame (``_fast_frame``).
+_FAST_READERS: dict[Tag, FastRead] = {
     Tag.WORK: _fast_work,
     Tag.RESULT: _fast_result,
-}
-
-
-#: A line of a frame in each fast reader's layout: the line (group 1, the reader's groups after
-#: it), then a newline or the frame's end; the message is built as the line's reader builds it.
-#: The line holds no newline (``[^\n]`` where the reader's ``.`` takes one): a frame's line is
-#: in this layout exactly when its reader takes it whole.
-_FRAME_LINES: dict[Tag, tuple[re.Pattern[str], Callable[[re.Match[str]], Message | None]]] = {
-    Tag.WORK: (re.compile("(" + _WORK_BODY.replace("ANY", r"[^\n]") + r")(?:\n|\Z)"), _work_of),
-    Tag.RESULT: (
-        re.compile("(" + _RESULT_BODY.replace("ANY", r"[^\n]") + r")(?:\n|\Z)"),
-        _result_of,
-    ),
 }
 
 
@@ -635,8 +657,8 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
     fast = _FAST_READERS.get(kind)
-    if fast is not None and (message := fast(text)) is not None:
-        return message
+    if fast is not None and (read := fast(text, 0, False)) is not None:
+        return read[1]
     try:
         # json.loads's one check beyond the decoder's: a BOM, refused with its own message
         doc = json.loads(text, **_STRICT) if text[:1] == "\ufeff" else _DECODER.decode(text)

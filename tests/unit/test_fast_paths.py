@@ -35,6 +35,7 @@ from leasefence.impl.wire import (
     WorkId,
     _decode_lines,
     _fast_frame,
+    _result_bytes,
     decode,
     decode_frame,
     encode,
@@ -339,6 +340,26 @@ def test_a_result_joined_from_its_values_is_the_references_bytes(
     assert _encoded(Result(work_id, task, ok, cpu, output, gen)) == _reference(doc)
 
 
+def test_an_output_the_fast_writer_refuses_leaves_it_as_it_was() -> None:
+    """Fails if an output that cannot be written (a set, a circular reference) leaves the
+    fast writer's circular-reference marks behind: the same object, made writable, would then
+    be refused as circular by the fast writer (``_result_bytes`` None) though json writes it."""
+    inner: dict[str, Any] = {"b": {1, 2}}
+    outer: dict[str, Any] = {"a": inner, "c": [inner]}
+    loop: dict[str, Any] = {"n": 1}
+    loop["self"] = loop
+    for bad, fix in ((outer, lambda: inner.update(b=[1, 2])), (loop, lambda: loop.pop("self"))):
+        result = Result(WorkId("ab" * 32), None, True, 0.5, bad)
+        assert _result_bytes(result) is None
+        with pytest.raises(ProtocolError):
+            encode(result)
+        fix()
+        assert _result_bytes(result) == encode(result)[1] == _message_ref(
+            {"v": 1, "type": "result", "work_id": "ab" * 32, "ok": True, "cpu_s": 0.5,
+             "output": bad}
+        )  # fmt: skip
+
+
 # -- the wire: the fast readers of RESULT and WORK --------------------------------------------
 
 
@@ -366,7 +387,8 @@ CPUS = ["0", "0.0", "1.5", "1e16", "1E-3", "1000000000000", "1000000000001", "1e
 PARTS = ["0", "1", str(2**63 - 1), str(2**63), "9" * 19, "00", "-1"]
 OUTPUTS = ['{}', '{"status":"trivial"}', '{"a":1,"a":2}', '{"a":NaN}', '{"a":1e999}',
            '{"x":{"y":[1,2,{"z":null}]}}', '{"s":"\\u00e9\\"}"}', '{} ', '[]', '{"a":1}}',
-           '{"a":"},\\"type\\":\\"result\\""}', '{"a":1},"b":{}']  # fmt: skip
+           '{"a":"},\\"type\\":\\"result\\""}', '{"a":1},"b":{}', '{\n}', '{"a":\n1}',
+           '{"a":1}\n']  # fmt: skip
 TASKS = ["t", "a" * 64, 'q"x', "b\\\\c", "x" * 257, "\u00e9", "sp ace"]
 
 

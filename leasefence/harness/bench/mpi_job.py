@@ -181,7 +181,7 @@ def master_job(
                 marks["cpu_start"] = time.process_time()
                 marks["at"] = done
             if "start" in marks and "end" not in marks:
-                held = Counter(r for r, _ in m.dispatches())
+                held = m.held_by_rank()
                 depth["max"] = max(depth["max"], max(held.values(), default=0))
                 depth["sum"] += sum(held.values())
                 depth["samples"] += ranks

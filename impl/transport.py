@@ -457,6 +457,9 @@ def master_dispatch(
     last = master.clock()
     ready: Callable[[], Envelope | None] = getattr(transport, "ready", lambda: None)
 
+    # Hooks the caller left as they are do nothing: not called once a message then.
+    told = type(hooks).on_dispatch is not DispatchHooks.on_dispatch
+
     def send_pending(m: Master) -> list[tuple[Rank, Work]]:
         sent = m.dispatch_pending(ranks)
         m.commit()  # group commit: every decision so far durable before a WORK leaves
@@ -465,8 +468,9 @@ def master_dispatch(
             by_rank.setdefault(rank, []).append(work)
         for rank, works in by_rank.items():  # each rank's WORKs in frames (issue 19)
             transport.send_many(rank, works)
-            for work in works:
-                hooks.on_dispatch(m, rank, work)
+            if told:
+                for work in works:
+                    hooks.on_dispatch(m, rank, work)
         return sent
 
     def pump() -> Master:
@@ -486,7 +490,8 @@ def master_dispatch(
         else:
             deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
 
-    master = pump()
+    with master.clock.step():  # (the first dispatches are a turn too)
+        master = pump()
     # Until every item is completed or given up, or nothing can change any more (starved).
     while not master.finished and not master.starved():
         env = transport.receive(poll)

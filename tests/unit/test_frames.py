@@ -229,6 +229,36 @@ def test_the_master_loop_sends_each_rank_its_works_in_frames(tmp_path: Path) -> 
     assert max(n for _, n in frames_sent) > 1  # some frame held several WORKs
 
 
+def test_the_master_loop_reads_the_clock_once_a_turn(tmp_path: Path) -> None:
+    """Every step of one loop turn (the results, a reclaim, the dispatches) takes the one reading
+    of the turn (issue 19: twice a task before): fails if a step reads the clock again."""
+    reads: list[float] = []
+
+    def ticking() -> float:  # a new time at every reading
+        reads.append(1_767_225_600.0 + len(reads) / 1000)
+        return reads[-1]
+
+    class Turns(DispatchHooks):
+        turns = 0
+
+        def on_progress(self, master: Master) -> None:
+            self.turns += 1
+
+    hooks = Turns()
+    m = Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", generate(60, seed=2), ttl=60.0,
+        clock=ticking, pipeline=8, group_commit=True,
+    )  # fmt: skip
+    opened = len(reads)
+    m = master_dispatch(
+        m, InProcessTransport(trivial_worker, (1, 2), frame_results=True), hooks=hooks
+    )
+    m.close()
+    assert m.counters.completed == 60
+    # a reading a turn, the first dispatches' and the reclaim period's start
+    assert len(reads) - opened <= hooks.turns + 2 < 60
+
+
 @pytest.mark.parametrize("garbage", [False, True])
 def test_results_in_frames_settle_as_the_same_results_one_by_one(
     tmp_path: Path, garbage: bool

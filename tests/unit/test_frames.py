@@ -7,6 +7,7 @@ in and a list of sends out).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -259,6 +260,53 @@ def test_the_master_loop_reads_the_clock_once_a_turn(tmp_path: Path) -> None:
     assert len(reads) - opened <= hooks.turns + 2 < 60
 
 
+def test_the_master_loop_collects_young_garbage_less_often_and_then_as_before(
+    tmp_path: Path,
+) -> None:
+    """While the master loop runs, the cyclic collector's young generation is collected every
+    ``YOUNG_COLLECTION_EVERY`` allocations, not every 700 (issue 19: 3.5% of a task's
+    instructions); afterwards the threshold is what it was, also after an error."""
+    seen: list[tuple[int, int, int]] = []
+
+    class Watch(DispatchHooks):
+        def on_progress(self, master: Master) -> None:
+            seen.append(gc.get_threshold())
+
+    before = gc.get_threshold()
+    assert before[0] < transport.YOUNG_COLLECTION_EVERY  # (CPython's default: 700)
+    m = Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", generate(10, seed=2), ttl=60.0, pipeline=4,
+        group_commit=True,
+    )  # fmt: skip
+    m = master_dispatch(m, InProcessTransport(trivial_worker, (1, 2)), hooks=Watch())
+    assert m.counters.completed == 10
+    assert seen
+    assert {t[0] for t in seen} == {transport.YOUNG_COLLECTION_EVERY}
+    assert {t[1:] for t in seen} == {before[1:]}  # the older generations' thresholds kept
+    assert gc.get_threshold() == before
+
+    class Fails(DispatchHooks):
+        def on_progress(self, master: Master) -> None:
+            raise RuntimeError("a hook failed")
+
+    m2 = Master.open(tmp_path / "j2.jsonl", tmp_path / "s2.json", generate(3, seed=3), ttl=60.0)
+    with pytest.raises(RuntimeError, match="a hook failed"):
+        master_dispatch(m2, InProcessTransport(trivial_worker, (1,)), hooks=Fails())
+    m.close()
+    m2.close()
+    assert gc.get_threshold() == before
+
+
+def test_a_collector_turned_off_by_its_threshold_stays_off() -> None:
+    before = gc.get_threshold()
+    gc.set_threshold(0, *before[1:])
+    try:
+        with transport.fewer_collections():
+            assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*before)
+
+
 @pytest.mark.parametrize("garbage", [False, True])
 def test_results_in_frames_settle_as_the_same_results_one_by_one(
     tmp_path: Path, garbage: bool
@@ -390,6 +438,24 @@ def test_a_worker_sends_each_result_at_once_when_the_frame_time_is_zero(
     _, out = _worker(monkeypatch, [(tag, framed[0]), encode(Stop())])
     assert [len(g) for g in _lines(out)] == [1, 1, 1, 1]
     assert _lines(out)[-1] == [Bye(3)]
+
+
+@PATCHED_WORKER_LOOP
+def test_the_worker_loop_collects_young_garbage_less_often_and_then_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    thresholds: list[int] = []
+
+    def watching(work: Work) -> Outcome:
+        thresholds.append(gc.get_threshold()[0])
+        return trivial_worker(work)
+
+    before = gc.get_threshold()
+    tag, framed = encode_frames([_work(i) for i in range(3)])
+    status, _ = _worker(monkeypatch, [(tag, framed[0]), encode(Stop())], watching)
+    assert status == 0
+    assert thresholds == [transport.YOUNG_COLLECTION_EVERY] * 3
+    assert gc.get_threshold() == before
 
 
 def _taking(clock: _Clock, seconds: dict[int, float]) -> Callable[[Work], Outcome]:

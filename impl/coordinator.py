@@ -293,16 +293,16 @@ class StateShardCoordinator:
         """The statistics of every known task (a live read-only view); see the module doc."""
         return MappingProxyType(self._stats)
 
-    def active_owner(self, task_id: str) -> int | None:
+    def active_owner(self, task_id: object) -> int | None:
         """The owner of the active lease of ``task_id``, or None (no lease, or a stale one)."""
-        lease = self._leases.get(task_id)
+        lease = self._leases.get(task_id) if isinstance(task_id, str) else None
         return None if lease is None or lease.epoch != self._epoch else lease.owner
 
-    def stats(self, task_id: str) -> Stats:
+    def stats(self, task_id: object) -> Stats:
         """The statistics of ``task_id``; ``UnknownTask`` if it was never leased (module doc)."""
         try:
-            return self._stats[task_id]
-        except KeyError:
+            return self._stats[task_id]  # type: ignore[index]  # (any key: UnknownTask)
+        except (KeyError, TypeError):
             raise UnknownTask(
                 f"state task {task_id!r} was never leased by this coordinator "
                 "or by one whose snapshot it loaded"
@@ -317,14 +317,14 @@ class StateShardCoordinator:
 
     # -- actions -------------------------------------------------------------------------------
 
-    def lease(self, task_id: str, worker: int, generation: Generation | None = None) -> bool:
+    def lease(self, task_id: object, worker: object, generation: object = None) -> bool:
         """LeaseState(s, r). Succeeds when ``task_id`` has no active lease (L1).
 
         Records ``worker`` (and ``generation``: the owner token is ``(worker, generation)``) as
         owner with the clock's Unix time and the current epoch, replacing a stale lease. A
         refusal returns False and changes nothing, not even the file (L3).
         """
-        _check_token(task_id, worker, generation)
+        task_id, worker, generation = _token(task_id, worker, generation)
         if self._failure is not None:
             self._check_usable()
         leases = self._leases
@@ -352,34 +352,35 @@ class StateShardCoordinator:
 
     def complete(
         self,
-        task_id: str,
-        worker: int,
+        task_id: object,
+        worker: object,
         *,
-        reward: float = 0.0,
-        cost: float = 0.0,
-        generation: Generation | None = None,
+        reward: object = 0.0,
+        cost: object = 0.0,
+        generation: object = None,
     ) -> bool:
         """CompleteState(s, r). Succeeds when the token ``(worker, generation)`` owns the active
         lease of ``task_id`` exactly (L2).
 
         Frees the task and books one completion, ``reward`` and ``cost``.
         """
-        if not (
+        if (
             type(reward) is float
             and type(cost) is float
             and 0.0 <= reward <= MAX_AMOUNT
             and 0.0 <= cost <= MAX_AMOUNT
         ):  # (every result's amounts: no call to check them)
-            reward, cost = _check_amount("reward", reward), _check_amount("cost", cost)
-        return self._release(task_id, worker, (1, 0, reward, cost), generation)
+            return self._release(task_id, worker, (1, 0, reward, cost), generation)
+        booked = (1, 0, _check_amount("reward", reward), _check_amount("cost", cost))
+        return self._release(task_id, worker, booked, generation)
 
     def abandon(
         self,
-        task_id: str,
-        worker: int,
+        task_id: object,
+        worker: object,
         *,
-        cost: float = 0.0,
-        generation: Generation | None = None,
+        cost: object = 0.0,
+        generation: object = None,
     ) -> bool:
         """AbandonState(s, r). Succeeds when the token ``(worker, generation)`` owns the active
         lease of ``task_id`` exactly (L2).
@@ -389,7 +390,7 @@ class StateShardCoordinator:
         booked = (0, 1, 0.0, _check_amount("cost", cost))
         return self._release(task_id, worker, booked, generation)
 
-    def discard(self, task_id: str, worker: int, generation: Generation | None = None) -> bool:
+    def discard(self, task_id: object, worker: object, generation: object = None) -> bool:
         """DiscardState(s, r). Succeeds when the token ``(worker, generation)`` owns the active
         lease of ``task_id`` exactly (L2).
 
@@ -468,14 +469,14 @@ class StateShardCoordinator:
 
     def _release(
         self,
-        task_id: str,
-        worker: int,
+        task_id: object,
+        worker: object,
         booked: tuple[int, int, float, float] | None,
-        generation: Generation | None,
+        generation: object,
     ) -> bool:
         """Free ``task_id`` for its owner's token, booking ``(completions, failures, reward,
         cost)`` (None: nothing) on its statistics."""
-        _check_token(task_id, worker, generation)
+        task_id, worker, generation = _token(task_id, worker, generation)
         if self._failure is not None:
             self._check_usable()
         lease = self._leases.get(task_id)
@@ -590,21 +591,26 @@ class _Change:
                 coordinator._stats[t] = stat
 
 
-def _check_token(task_id: object, worker: object, generation: object) -> None:
-    """``_check_task``, ``_check_worker`` and ``_check_generation`` of one call, the plain
-    values every call of the master passes tested first, inline (a call of each check on
-    every decision cost more than the decision's own work, issue 19)."""
+def _token(
+    task_id: object, worker: object, generation: object
+) -> tuple[str, int, Generation | None]:
+    """The owner token of one call, checked: ``_check_task``, ``_check_worker`` and
+    ``_check_generation``, the plain values every call of the master passes tested first,
+    inline (a call of each check on every decision cost more than the decision's own work,
+    issue 19).
+
+    The public calls take ``object`` and narrow here, so that the compiled coordinator
+    (``leasefence.harness.compiled``) refuses a wrong argument exactly as the interpreted one
+    does, with ``InvalidArgument`` naming it: a parameter typed ``int`` would take a bool as
+    its integer, and one typed ``str`` would refuse an int with ``TypeError``, before the
+    check ran."""
     if type(task_id) is str and task_id and type(worker) is int and plain_generation(generation):
-        return
-    _check_task(task_id)
-    _check_worker(worker)
-    _check_generation(generation)
+        return task_id, worker, generation
+    task, rank = _check_task(task_id), _check_worker(worker)
+    return task, rank, _check_generation(generation)
 
 
-def _check_generation(generation: object) -> None:
-    if generation is not None and not (
-        isinstance(generation, tuple) and valid_generation(generation)
-    ):
-        raise InvalidArgument(
-            f"generation must be None or (epoch, counter), got {generation!r:.80}"
-        )
+def _check_generation(generation: object) -> Generation | None:
+    if generation is None or (isinstance(generation, tuple) and valid_generation(generation)):
+        return generation
+    raise InvalidArgument(f"generation must be None or (epoch, counter), got {generation!r:.80}")

@@ -6,6 +6,8 @@ generations (``trace check``, the journal's records) does not import the wire's 
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 #: A dispatch generation ``(epoch, counter)``: with the rank, the owner token of a lease.
 Generation = tuple[int, int]
 #: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
@@ -23,7 +25,7 @@ def valid_generation(value: object) -> bool:
     return whole(epoch, MAX_GENERATION_PART) and whole(counter, MAX_GENERATION_PART)
 
 
-def plain_generation(value: object) -> bool:
+def plain_generation(value: object) -> TypeGuard[Generation | None]:
     """Whether ``value`` is None or a generation as the master makes one: a ``tuple`` of exactly
     two ``int`` in range. The fast checks' test (the journal's, the coordinator's and the
     record writers'): where it says no, ``valid_generation`` and the named checks decide."""

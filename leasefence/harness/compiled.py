@@ -65,14 +65,16 @@ VALIDATOR: tuple[str, ...] = (
     "leasefence.conformance.tracecheck",
 )
 #: The dispatcher's compiled modules (issue 19): what rank 0 and every worker rank run per
-#: message: the wire, the master's decisions and both loops. Their inputs from outside are bytes
-#: (messages, files), read by code that checks values of any type. The coordinator and the
-#: journal stay interpreted: their public calls refuse an argument of the wrong type with
-#: ``InvalidArgument`` (a bool where a rank goes, an int where a task ID goes), which a compiled
-#: function would coerce or refuse with ``TypeError`` before its first line.
+#: message: the wire, the master's decisions, the coordinator and both loops. Their inputs from
+#: outside are bytes (messages, files), read by code that checks values of any type. The
+#: coordinator's public calls take ``object`` and check it themselves (``coordinator._token``):
+#: a parameter typed ``int`` would take a bool as its integer, one typed ``str`` would refuse an
+#: int with ``TypeError`` before the check that names it (``InvalidArgument``) ran. The journal
+#: stays interpreted: its record reader fails under mypyc (a ``SystemError`` on bytes).
 DISPATCHER: tuple[str, ...] = (
     "leasefence.impl.strictjson",
     "leasefence.impl.wire",
+    "leasefence.impl.coordinator",
     "leasefence.impl.master",
     "leasefence.impl.transport",
 )
@@ -95,7 +97,6 @@ INPUTS: tuple[str, ...] = (
     "leasefence.impl",
     "leasefence.conformance",
     "leasefence.impl.coordfile",
-    "leasefence.impl.coordinator",
     "leasefence.impl.durable",
     "leasefence.impl.errors",
     "leasefence.impl.frozen",

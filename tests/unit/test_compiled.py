@@ -116,7 +116,8 @@ def test_the_trace_checkers_tests_pass_against_the_compiled_validator(build: Pat
 
 
 #: The dispatcher's tests run against the build: the wire (fast paths against the general
-#: encoder and decoder, fuzzed frames), the master (dispatch, results, pipelining, hostile
+#: encoder and decoder, fuzzed frames), the coordinator (its checks of every argument among
+#: them), the master (dispatch, results, pipelining, hostile
 #: workers, starvation, the scenarios) and the conformance machines that drive it step by step
 #: against the model. A test that patches inside a compiled module is marked ``interpreted``
 #: and skipped there, saying why.
@@ -125,6 +126,7 @@ DISPATCHER_TESTS = (
     "tests/unit/test_fast_paths.py",
     "tests/unit/test_frames.py",
     "tests/unit/test_fuzz_wire.py",
+    "tests/unit/test_coordinator.py",
     "tests/unit/test_master.py",
     "tests/unit/test_pipeline.py",
     "tests/unit/test_hostile_workers.py",

@@ -44,6 +44,7 @@ from leasefence.impl.errors import (
     RankBusy,
     RecordOutOfRange,
     SnapshotError,
+    UnknownTask,
     UnknownWork,
 )
 from leasefence.impl.journal import WorkLeaseJournal, encode_record, legacy_lease_line
@@ -183,6 +184,7 @@ def _coordinator_probes(
     yield Probe(
         "coordinator.abandon(string cost)", partial(c.abandon, t, first, cost=text), ARGUMENT
     )
+    yield Probe("coordinator.stats(a task never leased)", partial(c.stats, "s-never"), UnknownTask)
 
 
 def _garbage(master: Master, rank: int) -> bool:

@@ -230,7 +230,7 @@ class StateShardCoordinator:
         snapshot_path: str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.time,
-        autosave: bool = True,
+        autosave: object = True,
     ) -> None:
         """A fresh coordinator (epoch 1), or the next epoch of the snapshot at ``snapshot_path``.
 
@@ -239,7 +239,7 @@ class StateShardCoordinator:
         """
         self._path = None if snapshot_path is None else Path(snapshot_path)
         self._clock = clock
-        self._autosave = autosave
+        self._autosave = bool(autosave)  # (object: any truth value, compiled or not)
         self._failure: str | None = None
         self._legacy_original: bytes | None = None
         self._epoch = 1
@@ -294,19 +294,21 @@ class StateShardCoordinator:
         return MappingProxyType(self._stats)
 
     def active_owner(self, task_id: object) -> int | None:
-        """The owner of the active lease of ``task_id``, or None (no lease, or a stale one)."""
+        """The owner of the active lease of ``task_id``, or None (no lease, or a stale one; a
+        ``task_id`` that is not a str names no task)."""
         lease = self._leases.get(task_id) if isinstance(task_id, str) else None
         return None if lease is None or lease.epoch != self._epoch else lease.owner
 
     def stats(self, task_id: object) -> Stats:
-        """The statistics of ``task_id``; ``UnknownTask`` if it was never leased (module doc)."""
-        try:
-            return self._stats[task_id]  # type: ignore[index]  # (any key: UnknownTask)
-        except (KeyError, TypeError):
+        """The statistics of ``task_id``; ``UnknownTask`` if it was never leased (module doc),
+        or is not a str."""
+        stats = self._stats.get(task_id) if isinstance(task_id, str) else None
+        if stats is None:
             raise UnknownTask(
-                f"state task {task_id!r} was never leased by this coordinator "
+                f"state task {task_id!r:.80} was never leased by this coordinator "
                 "or by one whose snapshot it loaded"
-            ) from None
+            )
+        return stats
 
     def totals(self) -> Stats:
         """The statistics summed over every known task."""
@@ -324,7 +326,7 @@ class StateShardCoordinator:
         owner with the clock's Unix time and the current epoch, replacing a stale lease. A
         refusal returns False and changes nothing, not even the file (L3).
         """
-        task_id, worker, generation = _token(task_id, worker, generation)
+        task_id, worker, generation = _check_token(task_id, worker, generation)
         if self._failure is not None:
             self._check_usable()
         leases = self._leases
@@ -398,7 +400,7 @@ class StateShardCoordinator:
         """
         return self._release(task_id, worker, None, generation)
 
-    def recover_expired(self, lease_ttl: float) -> list[str]:
+    def recover_expired(self, lease_ttl: object) -> list[str]:
         """RecoverStates. Voids every stale lease and every expired active one; sorted task IDs.
 
         An active lease expires by ``impl.rules.reclaimable`` on the Unix clock: always when
@@ -406,7 +408,7 @@ class StateShardCoordinator:
         ``lease_ttl`` in the future. Statistics are untouched. ``InvalidTtl`` for a negative,
         NaN or infinite TTL.
         """
-        ttl = check_ttl(lease_ttl)
+        ttl = check_ttl(lease_ttl)  # type: ignore[arg-type]  # (any value: it says what is wrong)
         self._check_usable()
         now = self._now()
         gone = sorted(
@@ -476,7 +478,7 @@ class StateShardCoordinator:
     ) -> bool:
         """Free ``task_id`` for its owner's token, booking ``(completions, failures, reward,
         cost)`` (None: nothing) on its statistics."""
-        task_id, worker, generation = _token(task_id, worker, generation)
+        task_id, worker, generation = _check_token(task_id, worker, generation)
         if self._failure is not None:
             self._check_usable()
         lease = self._leases.get(task_id)
@@ -591,7 +593,7 @@ class _Change:
                 coordinator._stats[t] = stat
 
 
-def _token(
+def _check_token(
     task_id: object, worker: object, generation: object
 ) -> tuple[str, int, Generation | None]:
     """The owner token of one call, checked: ``_check_task``, ``_check_worker`` and

@@ -395,7 +395,8 @@ def _work_bytes(msg: Message) -> bytes | None:
 
 def _generation_field(gen: object) -> str | None:
     """A message's ``"generation"`` field with its comma, as ``json.dumps`` writes it (empty
-    when there is none); None when ``gen`` is neither None nor a tuple of two ``int``."""
+    when there is none); None when ``gen`` is neither None nor a tuple of two ``int`` in
+    ``0.._GEN_TEXT_MAX`` (the general encoder then writes it, the same way)."""
     if gen is None:
         return ""
     if type(gen) is tuple and len(gen) == 2:

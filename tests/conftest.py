@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import os
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,10 @@ if not os.environ.get(ENGINE_ENV):  # unset or empty (empty would read as auto)
 ENGINE_BUILD = activate(engine_from_env())
 
 
+#: A module-level import of ``mpi4py.MPI`` (which starts MPI).
+MPI_IMPORT = re.compile(r"^(?:from mpi4py import MPI|import mpi4py\.MPI)\b", re.MULTILINE)
+
+
 def starts_mpi(name: str) -> bool:
     """Whether importing module ``name`` starts MPI: a program ``mpiexec`` runs, whose source
     imports ``mpi4py.MPI`` at module level."""
@@ -34,7 +39,7 @@ def starts_mpi(name: str) -> bool:
     origin = None if spec is None else spec.origin
     if origin is None or not origin.endswith(".py"):
         return False
-    return "\nfrom mpi4py import MPI\n" in Path(origin).read_text(encoding="utf-8")
+    return MPI_IMPORT.search(Path(origin).read_text(encoding="utf-8")) is not None
 
 
 def import_every_module() -> list[str]:

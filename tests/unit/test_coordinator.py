@@ -274,6 +274,10 @@ def test_the_statistics_of_a_task_never_leased_raise_unknown_task_naming_it() ->
     with pytest.raises(KeyError):
         c.stats("s9")
     assert c.active_owner("s9") is None
+    for odd in (["s1"], 1, None):  # names no task: refused as unknown, not a TypeError
+        assert c.active_owner(odd) is None
+        with pytest.raises(UnknownTask, match="never leased"):
+            c.stats(odd)
 
 
 @pytest.mark.parametrize(
@@ -286,9 +290,23 @@ def test_the_statistics_of_a_task_never_leased_raise_unknown_task_naming_it() ->
         lambda c: c.complete("s1", 1, reward=math.nan),
         lambda c: c.complete("s1", 1, cost=math.inf),
         lambda c: c.abandon("s1", 1, cost=10**400),
+        lambda c: c.lease("s2", 1, (True, 1)),
+        lambda c: c.lease("s2", 1, [1, 1]),
+        lambda c: c.lease("s2", 1, (1, -1)),
+        lambda c: c.lease("s2", 1, (1, 2, 3)),
+        lambda c: c.complete("s1", True),
+        lambda c: c.complete(b"s1", 1),
+        lambda c: c.abandon("s1", 1.0),
+        lambda c: c.discard("s1", 1, (1,)),
+        lambda c: c.complete("s1", 1, reward=True),
     ],
-    ids=["empty-task", "int-task", "str-rank", "bool-rank", "nan-reward", "inf-cost", "huge-cost"],
-)
+    ids=[
+        "empty-task", "int-task", "str-rank", "bool-rank", "nan-reward", "inf-cost", "huge-cost",
+        "bool-generation", "list-generation", "negative-generation", "long-generation",
+        "complete-bool-rank", "complete-bytes-task", "abandon-float-rank", "discard-short-generation",
+        "bool-reward",
+    ],
+)  # fmt: skip
 def test_arguments_the_snapshot_could_not_hold_are_refused_before_any_effect(
     call: Any, tmp_path: Path
 ) -> None:

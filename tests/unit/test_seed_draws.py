@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import pkgutil
+import subprocess
 import sys
 from pathlib import Path
 
 import leasefence
 
+ROOT = Path(__file__).resolve().parents[2]
 #: The programs ``mpiexec`` runs: importing one starts MPI, so the suite leaves them out.
 MPI_PROGRAMS = {"leasefence.harness.bench.mpi_job"}
 
@@ -35,6 +37,18 @@ def test_every_module_but_the_mpi_programs_is_imported_before_any_test_draws() -
 
 
 def test_the_modules_left_out_are_the_ones_that_start_mpi_on_import() -> None:
+    """Importing the rest does not start MPI (a fresh interpreter, whatever this one holds), and
+    each module left out does."""
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); import conftest; "
+        "print(sorted(conftest.EVERY_MODULE) == sorted(set(conftest.EVERY_MODULE))); "
+        "print('mpi4py.MPI' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "False"], proc.stdout
     for name in sorted(_modules()):
         spec = importlib.util.find_spec(name)
         assert spec is not None

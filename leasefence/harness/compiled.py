@@ -67,7 +67,7 @@ VALIDATOR: tuple[str, ...] = (
 #: The dispatcher's compiled modules (issue 19): what rank 0 and every worker rank run per
 #: message: the wire, the master's decisions, the coordinator and both loops. Their inputs from
 #: outside are bytes (messages, files), read by code that checks values of any type. The
-#: coordinator's public calls take ``object`` and check it themselves (``coordinator._token``):
+#: coordinator's public calls take ``object`` and check it themselves (``coordinator._check_token``):
 #: a parameter typed ``int`` would take a bool as its integer, one typed ``str`` would refuse an
 #: int with ``TypeError`` before the check that names it (``InvalidArgument``) ran. The journal
 #: stays interpreted: its record reader fails under mypyc (a ``SystemError`` on bytes).

@@ -394,6 +394,17 @@ def test_recover_expired_refuses_a_ttl_that_is_negative_or_not_finite(ttl: float
     assert c.active_owner("s1") == 1
 
 
+def test_the_ttl_and_autosave_are_read_as_given_compiled_or_not() -> None:
+    """The TTL is refused naming the value given (``-1``, not a float made of it) and an int
+    TTL is taken; ``autosave`` is any truth value: what a compiled coordinator with typed
+    parameters would convert or refuse with ``TypeError`` (the suite runs against the build)."""
+    c = StateShardCoordinator(clock=Clock(), autosave=0)
+    assert c.lease("s1", 1)
+    with pytest.raises(InvalidTtl, match=r"got -1$"):
+        c.recover_expired(-1)
+    assert c.recover_expired(0) == ["s1"]
+
+
 # -- F314 §4 item 5: snapshots across coordinator epochs (L6) ----------------------------------
 
 

@@ -23,55 +23,15 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Final, TypeVar
 
+from leasefence.impl.coordvalues import StateLease, Stats
 from leasefence.impl.durable import open_nofollow, read_nofollow, replace_durably, write_all
 from leasefence.impl.errors import SnapshotError
-from leasefence.impl.frozen import fast_init
-from leasefence.impl.generation import Generation, valid_generation
+from leasefence.impl.generation import valid_generation
 from leasefence.impl.rules import UNIX
 from leasefence.impl.strictjson import float_text, json_scalar, strict_hooks
 
 #: The snapshot schema this module writes and reads.
 SCHEMA: Final = 1
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class StateLease:
-    """A state-task lease: owner rank, Unix time it was taken, coordinator epoch it was taken in.
-
-    Active only while ``epoch`` is the coordinator's current epoch; older ones are stale (L6).
-    """
-
-    owner: int
-    updated: float
-    epoch: int
-    #: The owner's dispatch generation (issue 12); None: a rank-only owner (F314).
-    generation: Generation | None = None
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """Cumulative statistics of one state task (or of all: ``totals()``); see the module doc."""
-
-    completions: int = 0
-    failures: int = 0
-    reward: float = 0.0
-    cost: float = 0.0
-
-    def plus(self, other: Stats) -> Stats:
-        """The field-by-field sum of two statistics."""
-        return self.booked(other.completions, other.failures, other.reward, other.cost)
-
-    def booked(self, completions: int, failures: int, reward: float, cost: float) -> Stats:
-        """These statistics with the amounts given added (a release books them: no ``Stats``
-        is made for the amounts alone)."""
-        return Stats(
-            self.completions + completions,
-            self.failures + failures,
-            self.reward + reward,
-            self.cost + cost,
-        )
 
 
 def lease_doc(x: StateLease) -> dict[str, object]:

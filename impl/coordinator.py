@@ -99,8 +99,6 @@ from typing import Final, NoReturn
 from leasefence.impl.coordfile import (
     SCHEMA,
     EntryCache,
-    StateLease,
-    Stats,
     append_records,
     batch_record,
     decode,
@@ -111,6 +109,7 @@ from leasefence.impl.coordfile import (
     read_file,
     void_record,
 )
+from leasefence.impl.coordvalues import StateLease, Stats
 from leasefence.impl.durable import replace_durably as _atomic_write
 from leasefence.impl.errors import CoordinatorError, InvalidArgument, UnknownTask
 from leasefence.impl.generation import (

@@ -203,8 +203,7 @@ class Reservations:
         return dict(self._held)
 
 
-@fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ActiveDispatch:
     """A rank's active dispatch: the work, the authoritative task stored at dispatch time, the
     reservations it holds (kind, key), in the order taken, and its generation (None under rank
@@ -214,6 +213,22 @@ class ActiveDispatch:
     task_id: StateTaskId
     reservations: tuple[tuple[str, str], ...]
     generation: Generation | None = None
+
+    def __init__(
+        self,
+        work_id: WorkId,
+        task_id: StateTaskId,
+        reservations: tuple[tuple[str, str], ...],
+        generation: Generation | None = None,
+    ) -> None:
+        # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
+        self.work_id = work_id  # type: ignore[misc]
+        self.task_id = task_id  # type: ignore[misc]
+        self.reservations = reservations  # type: ignore[misc]
+        self.generation = generation  # type: ignore[misc]
+
+
+fast_init(ActiveDispatch)
 
 
 #: The owner token of every lease: the rank alone (F314) or (rank, dispatch generation).
@@ -249,8 +264,7 @@ class DispatchOutcome:
 _DISPATCHED = DispatchOutcome(True, DISPATCH_STEPS, None, ())
 
 
-@fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ResultOutcome:
     """What the master did with one result (the model's ``ResultOutcome``): whether it was
     stale, the task it used, whether the report disagreed with the stored ID, and what the
@@ -261,6 +275,19 @@ class ResultOutcome:
     mismatch: bool
     work_ok: bool
     state_ok: bool
+
+    def __init__(
+        self, stale: bool, task: str | None, mismatch: bool, work_ok: bool, state_ok: bool
+    ) -> None:
+        # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
+        self.stale = stale  # type: ignore[misc]
+        self.task = task  # type: ignore[misc]
+        self.mismatch = mismatch  # type: ignore[misc]
+        self.work_ok = work_ok  # type: ignore[misc]
+        self.state_ok = state_ok  # type: ignore[misc]
+
+
+fast_init(ResultOutcome)
 
 
 @dataclass

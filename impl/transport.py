@@ -80,14 +80,22 @@ def fewer_collections(every: int = YOUNG_COLLECTION_EVERY) -> Iterator[None]:
         gc.set_threshold(young, middle, old)
 
 
-@fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Envelope:
     """One received message before decoding: its source rank (the fence), tag and bytes."""
 
     source: int
     tag: int
     data: bytes
+
+    def __init__(self, source: int, tag: int, data: bytes) -> None:
+        # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
+        self.source = source  # type: ignore[misc]
+        self.tag = tag  # type: ignore[misc]
+        self.data = data  # type: ignore[misc]
+
+
+fast_init(Envelope)
 
 
 class Transport(Protocol):
@@ -107,8 +115,7 @@ class Transport(Protocol):
         ...
 
 
-@fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Reply:
     """One message a worker sends for a WORK, held ``hold`` seconds before it goes out (0: at
     once; a worker keeps taking work meanwhile)."""
@@ -116,6 +123,15 @@ class Reply:
     tag: int
     data: bytes
     hold: float = 0.0
+
+    def __init__(self, tag: int, data: bytes, hold: float = 0.0) -> None:
+        # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
+        self.tag = tag  # type: ignore[misc]
+        self.data = data  # type: ignore[misc]
+        self.hold = hold  # type: ignore[misc]
+
+
+fast_init(Reply)
 
 
 #: How a worker turns its result into the messages it sends: ``(result, rank, attempt)`` to

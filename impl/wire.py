@@ -64,7 +64,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, Final, NewType
 
 from leasefence.impl.errors import ProtocolError
-from leasefence.impl.frozen import fast_init
+from leasefence.impl.frozen import FACTORY, fast_init
 from leasefence.impl.generation import MAX_GENERATION_PART as MAX_GENERATION_PART
 from leasefence.impl.generation import Generation as Generation
 from leasefence.impl.generation import valid_generation as valid_generation
@@ -110,8 +110,7 @@ class Tag(IntEnum):
     BYE = 4
 
 
-@fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Work:
     """WORK: run one exact-work payload. ``state_task_id`` is what the master stored."""
 
@@ -125,9 +124,26 @@ class Work:
     #: on its own, None on every decoded WORK.
     payload_json: str | None = field(default=None, compare=False, repr=False)
 
+    def __init__(
+        self,
+        work_id: WorkId,
+        state_task_id: StateTaskId,
+        payload: Mapping[str, Any] = FACTORY,
+        generation: Generation | None = None,
+        payload_json: str | None = None,
+    ) -> None:
+        # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
+        self.work_id = work_id  # type: ignore[misc]
+        self.state_task_id = state_task_id  # type: ignore[misc]
+        self.payload = {} if payload is FACTORY else payload  # type: ignore[misc]
+        self.generation = generation  # type: ignore[misc]
+        self.payload_json = payload_json  # type: ignore[misc]
 
-@fast_init
-@dataclass(frozen=True)
+
+fast_init(Work)
+
+
+@dataclass(frozen=True, init=False)
 class Result:
     """RESULT: the outcome of one WORK. ``state_task_id`` is the worker's report (None: old
     protocol); the master never lets it override its own stored ID (L7). ``generation`` echoes
@@ -139,6 +155,26 @@ class Result:
     cpu_s: float = 0.0
     output: Mapping[str, Any] = field(default_factory=dict)
     generation: Generation | None = None
+
+    def __init__(
+        self,
+        work_id: WorkId,
+        state_task_id: StateTaskId | None,
+        ok: bool,
+        cpu_s: float = 0.0,
+        output: Mapping[str, Any] = FACTORY,
+        generation: Generation | None = None,
+    ) -> None:
+        # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
+        self.work_id = work_id  # type: ignore[misc]
+        self.state_task_id = state_task_id  # type: ignore[misc]
+        self.ok = ok  # type: ignore[misc]
+        self.cpu_s = cpu_s  # type: ignore[misc]
+        self.output = {} if output is FACTORY else output  # type: ignore[misc]
+        self.generation = generation  # type: ignore[misc]
+
+
+fast_init(Result)
 
 
 @dataclass(frozen=True)

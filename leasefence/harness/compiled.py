@@ -74,6 +74,7 @@ VALIDATOR: tuple[str, ...] = (
 DISPATCHER: tuple[str, ...] = (
     "leasefence.impl.strictjson",
     "leasefence.impl.wire",
+    "leasefence.impl.coordvalues",
     "leasefence.impl.coordinator",
     "leasefence.impl.master",
     "leasefence.impl.transport",

@@ -127,6 +127,7 @@ DISPATCHER_TESTS = (
     "tests/unit/test_frames.py",
     "tests/unit/test_fuzz_wire.py",
     "tests/unit/test_coordinator.py",
+    "tests/unit/test_frozen.py",
     "tests/unit/test_master.py",
     "tests/unit/test_pipeline.py",
     "tests/unit/test_hostile_workers.py",

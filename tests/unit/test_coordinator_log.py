@@ -278,7 +278,8 @@ def test_a_checksummed_batch_of_one_record_is_a_bad_record(tmp_path: Path) -> No
     # one change writes the record itself. A batch of one, every checksum good, is refused as
     # any bad record is: ignored as a torn tail when last, refused when a good one follows.
     # (Fails if the reader accepts a batch of one.)
-    from leasefence.impl.coordfile import StateLease, decode, lease_record
+    from leasefence.impl.coordfile import decode, lease_record
+    from leasefence.impl.coordvalues import StateLease
 
     path = tmp_path / "state.json"
     c = StateShardCoordinator(path, clock=Clock(), autosave=False)

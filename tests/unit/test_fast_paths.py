@@ -9,6 +9,7 @@ plain ``json`` calls, or with the general path itself, on seeded random values a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -21,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leasefence.impl import coordfile
-from leasefence.impl.coordfile import StateLease, Stats
+from leasefence.impl.coordvalues import StateLease, Stats
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.journal import encode_record
 from leasefence.impl.records import MAX_ATTEMPT, MAX_TIMESTAMP, MAX_WORKER, owned_record
@@ -368,8 +369,10 @@ def _read(tag: int, data: bytes, side: frozenset[Tag]) -> tuple[str, Any]:
         msg = decode(tag, data, side)
     except ProtocolError:
         return ("refused", None)
-    # the values and their types: 0.0 and 0 are equal, but a reader must give a float
-    return ("read", (msg, repr(msg), [type(v).__name__ for v in vars(msg).values()]))
+    # the values and their types: 0.0 and 0 are equal, but a reader must give a float (every
+    # field's, ``payload_json`` too; a compiled message has no ``__dict__``)
+    types = [type(getattr(msg, f.name)).__name__ for f in dataclasses.fields(msg)]
+    return ("read", (msg, repr(msg), types))
 
 
 def _general(tag: int, data: bytes, side: frozenset[Tag]) -> tuple[str, Any]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from leasefence.impl.frozen import fast_init
+from leasefence.impl.coordvalues import StateLease, Stats
+from leasefence.impl.frozen import FACTORY, fast_init
 from leasefence.impl.master import ActiveDispatch, ResultOutcome
-from leasefence.impl.transport import Envelope
+from leasefence.impl.transport import Envelope, Reply
 from leasefence.impl.wire import Result, Work
 
 #: The fields of each twin below: a dataclass and the same dataclass given ``fast_init``, with
@@ -99,3 +101,88 @@ def test_fast_init_refuses_a_class_it_would_get_wrong() -> None:
     for cls in (Mutable, Post):
         with pytest.raises(TypeError, match="fast_init"):
             fast_init(cls)
+
+
+#: One value of each class of a compiled module written for mypyc (impl/frozen.py's module doc).
+HOT = [
+    Work("w", "t", {"k": 1}, (1, 2), "{}"),  # type: ignore[arg-type]
+    Result("w", None, True, 0.5, {"s": "x"}, (1, 2)),  # type: ignore[arg-type]
+    Envelope(1, 2, b"x"),
+    Reply(2, b"x", 0.25),
+    ActiveDispatch("w", "t", (("target", "x"),), (1, 2)),  # type: ignore[arg-type]
+    ResultOutcome(False, "s", False, True, True),
+    StateLease(2, 1.5, 3, (1, 2)),
+    Stats(1, 2, 0.5, 0.25),
+]
+
+
+@pytest.mark.parametrize("value", HOT, ids=lambda v: type(v).__name__)
+def test_a_value_of_a_compiled_module_is_native_under_the_build_and_frozen_either_way(
+    value: Any,
+) -> None:
+    from tests.conftest import ENGINE_BUILD
+
+    cls = type(value)
+    own = vars(cls)["__init__"]
+    if ENGINE_BUILD:  # native: a C struct, its own ``__init__`` compiled
+        assert not hasattr(value, "__dict__")
+        assert not isinstance(own, types.FunctionType)
+    else:  # ``fast_init``'s, in place of the class's own (which the frozen class refuses)
+        assert hasattr(value, "__dict__")
+        assert own.__code__.co_filename == "<string>"
+    values = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    assert cls(*values.values()) == value
+    assert [getattr(cls(*values.values()), name) for name in values] == list(values.values())
+    assert dataclasses.replace(value) == value
+    if not any(isinstance(v, dict) for v in values.values()):  # (a message's dict: unhashable)
+        assert hash(dataclasses.replace(value)) == hash(value)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, next(iter(values)), None)
+
+
+def test_a_default_factory_gives_a_fresh_value_compiled_or_not() -> None:
+    a, b = Work("w", "t"), Work("w", "t")  # type: ignore[arg-type]
+    assert a.payload == {}
+    assert a.payload is not b.payload
+    r = Result("w", None, True)  # type: ignore[arg-type]
+    assert r.output == {}
+    assert r.output is not Result("w", None, True).output
+
+
+def test_fast_init_checks_a_classs_own_init_against_its_fields() -> None:
+    # The form of a compiled module's class, interpreted here: its own ``__init__`` must take
+    # the fields as the dataclass's would (a mismatch would store other values once compiled).
+    def make(init: Any) -> Any:
+        @dataclass(frozen=True, init=False)
+        class Own:
+            a: int
+            b: dict[str, int] = field(default_factory=dict)
+            c: int | None = None
+
+        setattr(Own, "__init__", init)  # noqa: B010
+        return Own
+
+    def good(self: Any, a: int, b: Any = FACTORY, c: int | None = None) -> None:
+        raise AssertionError("replaced")
+
+    def reordered(self: Any, b: Any, a: int = 0, c: int | None = None) -> None: ...
+
+    def other_default(self: Any, a: int, b: Any = FACTORY, c: int | None = 0) -> None: ...
+
+    def no_factory(self: Any, a: int, b: Any = None, c: int | None = None) -> None: ...
+
+    def keyword_only(self: Any, a: int, b: Any = FACTORY, *, c: int | None = None) -> None: ...
+
+    cls = fast_init(make(good))
+    assert (cls(1).a, cls(1).b, cls(1, {"x": 1}, 3).c) == (1, {}, 3)
+    assert cls(1).b is not cls(1).b
+    for bad in (reordered, other_default, no_factory, keyword_only):
+        with pytest.raises(TypeError, match=r"fast_init: Own.__init__ takes \("):
+            fast_init(make(bad))
+
+    @dataclass(frozen=True, init=False)
+    class NoInit:
+        a: int
+
+    with pytest.raises(TypeError, match="has no __init__"):
+        fast_init(NoInit)

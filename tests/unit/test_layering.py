@@ -370,5 +370,14 @@ def test_a_worker_rank_starts_without_the_journal_coordinator_and_master_modules
     )
     loaded = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     assert "leasefence.impl.transport" in loaded  # the worker's loop is there
-    masters = {"master", "journal", "journalops", "coordinator", "coordfile", "records", "trace"}
+    masters = {
+        "master",
+        "journal",
+        "journalops",
+        "coordinator",
+        "coordfile",
+        "coordvalues",
+        "records",
+        "trace",
+    }
     assert [m for m in loaded if m.split(".")[-1] in masters] == []

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from leasefence.impl import coordfile
-from leasefence.impl.coordfile import StateLease, Stats
+from leasefence.impl.coordvalues import StateLease, Stats
 from leasefence.impl.journal import encode_batch, encode_record, scan_bytes
 from leasefence.impl.strictjson import json_scalar
 

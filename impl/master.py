@@ -158,7 +158,10 @@ class Reservations:
     def __init__(self, limits: Mapping[str, int | None] | None = None) -> None:
         self.limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
         self.limits.update(limits or {})
-        self._held: dict[tuple[str, str], int] = {}  # (never an entry at 0)
+        # (never an entry at 0) Keyed by the ``(kind, key)`` tuples given, read as ``Sequence``:
+        # read as ``tuple[str, str]``, each would be unpacked by mypyc and packed into a new
+        # tuple for every lookup (``take`` and ``give_back``: 0.72 -> 0.43 us a dispatch).
+        self._held: dict[Sequence[str], int] = {}
 
     def reserve(self, kind: str, key: str) -> bool:
         """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
@@ -175,7 +178,8 @@ class Reservations:
         ``reserve`` is this of one key)."""
         held, limits = self._held, self.limits
         n = 0
-        for reservation in wanted:
+        reservations: Sequence[Sequence[str]] = wanted  # (as given: ``_held``)
+        for reservation in reservations:
             count = held.get(reservation, 0)
             limit = limits[reservation[0]]
             if limit is not None and count >= limit:
@@ -188,7 +192,8 @@ class Reservations:
         """Give back one reservation of each ``(kind, key)`` of ``taken``, last first
         (``release`` is this of one key); ``RuntimeError`` for one not held."""
         held = self._held
-        for reservation in reversed(taken):
+        reservations: Sequence[Sequence[str]] = taken  # (as given: ``_held``)
+        for reservation in reversed(reservations):
             count = held.get(reservation, 0)
             if count == 1:
                 del held[reservation]
@@ -200,7 +205,7 @@ class Reservations:
 
     def held(self) -> dict[tuple[str, str], int]:
         """Every reservation held now, by (kind, key)."""
-        return dict(self._held)
+        return {(kind, key): n for (kind, key), n in self._held.items()}
 
 
 @dataclass(frozen=True, init=False)
@@ -704,8 +709,10 @@ class Master:
         if item is None:
             raise UnknownWork(f"work {work_id!r} is not in the master's catalogue")
         gen = self.next_generation(rank)
-        # The reservations in the order of DISPATCH_STEPS, (kind, key) each.
-        reservations = (
+        # The reservations in the order of DISPATCH_STEPS, (kind, key) each: one tuple of
+        # tuples, made once for ``take`` and the dispatch (as a fixed-length tuple, mypyc would
+        # pack it anew for each).
+        reservations: tuple[tuple[str, str], ...] = (
             ("target", item.target),
             ("parameter", item.parameter),
             ("algorithm", item.algorithm),

@@ -118,11 +118,11 @@ class Work:
     state_task_id: StateTaskId
     payload: Mapping[str, Any] = field(default_factory=dict)
     generation: Generation | None = None
-    #: ``payload``'s canonical JSON (keys sorted, no spaces, ASCII), when the sender already
-    #: has it (the master's catalogue: ``WorkItem.payload_json``): ``encode`` writes it instead
-    #: of encoding ``payload`` again. Not a field of the message: never compared, never sent
-    #: on its own, None on every decoded WORK.
-    payload_json: str | None = field(default=None, compare=False, repr=False)
+    #: The message's text after its generation field (``work_text``), when the sender already
+    #: has it (the master's catalogue: ``WorkItem.work_text``): ``encode`` joins it to the
+    #: generation instead of encoding the payload and the IDs again. Not a field of the
+    #: message: never compared, never sent on its own, None on every decoded WORK.
+    work_text: str | None = field(default=None, compare=False, repr=False)
 
     def __init__(
         self,
@@ -130,14 +130,14 @@ class Work:
         state_task_id: StateTaskId,
         payload: Mapping[str, Any] = FACTORY,
         generation: Generation | None = None,
-        payload_json: str | None = None,
+        work_text: str | None = None,
     ) -> None:
         # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
         self.work_id = work_id  # type: ignore[misc]
         self.state_task_id = state_task_id  # type: ignore[misc]
         self.payload = {} if payload is FACTORY else payload  # type: ignore[misc]
         self.generation = generation  # type: ignore[misc]
-        self.payload_json = payload_json  # type: ignore[misc]
+        self.work_text = work_text  # type: ignore[misc]
 
 
 fast_init(Work)
@@ -408,25 +408,31 @@ def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] 
     return out
 
 
-def _work_bytes(msg: Message) -> bytes | None:
-    """A WORK's bytes, exactly as ``encode``'s ``json.dumps`` writes them, joined from its
-    payload's canonical JSON when the sender has it (``Work.payload_json``) and the text of
-    its other values (issue 19: the payload is not encoded again for every dispatch); None
-    when it has none or a value is not of the plain type assumed here (the general path
-    decides). tests/unit/test_fast_paths.py compares the two."""
-    if type(msg) is not Work or msg.payload_json is None:
-        return None
-    work_id, task, gen = msg.work_id, msg.state_task_id, msg.generation
-    if type(work_id) is not str or type(task) is not str:
-        return None
-    generation = _generation_field(gen)
-    if generation is None:
+def work_text(work_id: str, state_task_id: str, payload_json: str) -> str | None:
+    """The text of a WORK after its generation field, exactly as ``encode``'s ``json.dumps``
+    writes it, from the payload's canonical JSON (keys sorted, no spaces, ASCII) and the IDs;
+    None when an ID is not a plain ``str``. The catalogue keeps it for each item
+    (``WorkItem.work_text``), so that a dispatch's WORK is its generation joined to it (issue
+    19: the payload and the IDs are not encoded again for every dispatch)."""
+    if type(work_id) is not str or type(state_task_id) is not str:
         return None
     return (
-        f'{{{generation}"payload":{msg.payload_json},"state_task_id":'
-        f'{encode_basestring_ascii(task)},"type":"work","v":{PROTOCOL_VERSION},'
-        f'"work_id":{encode_basestring_ascii(work_id)}}}'
-    ).encode()
+        f'"payload":{payload_json},"state_task_id":{encode_basestring_ascii(state_task_id)},'
+        f'"type":"work","v":{PROTOCOL_VERSION},"work_id":{encode_basestring_ascii(work_id)}}}'
+    )
+
+
+def _work_bytes(msg: Message) -> bytes | None:
+    """A WORK's bytes, exactly as ``encode``'s ``json.dumps`` writes them, joined from its
+    generation and the text after it when the sender has that (``Work.work_text``); None when
+    it has none or the generation is not of the plain type assumed here (the general path
+    decides). tests/unit/test_fast_paths.py compares the two."""
+    if type(msg) is not Work or msg.work_text is None:
+        return None
+    generation = _generation_field(msg.generation)
+    if generation is None:
+        return None
+    return f"{{{generation}{msg.work_text}".encode()
 
 
 def _generation_field(gen: object) -> str | None:

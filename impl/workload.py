@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasefence.impl.frozen import fast_init
-from leasefence.impl.wire import Generation, StateTaskId, Work, WorkId
+from leasefence.impl.wire import Generation, StateTaskId, Work, WorkId, work_text
 
 #: Name and version of this workload's payload format (part of every payload, so of every ID).
 WORKLOAD = "branch-reach/1"
@@ -52,14 +52,14 @@ class WorkItem:
     parameter: str
     algorithm: str
     payload: Mapping[str, Any] = field(default_factory=dict)
-    #: ``canonical(payload)`` as text when the catalogue made it (``generate``; None: not
-    #: known), handed to every WORK of this item so that ``wire.encode`` does not encode the
-    #: payload again for each dispatch (issue 19).
-    payload_json: str | None = field(default=None, compare=False, repr=False)
+    #: Its WORK's text after the generation field (``wire.work_text``) when the catalogue made
+    #: it (``generate``; None: not known), handed to every WORK of this item so that
+    #: ``wire.encode`` does not encode the payload and the IDs again for each dispatch (issue 19).
+    work_text: str | None = field(default=None, compare=False, repr=False)
 
     def work(self, generation: Generation | None = None) -> Work:
         """The WORK message that sends this item (with the dispatch's ``generation``, if any)."""
-        return Work(self.work_id, self.state_task_id, self.payload, generation, self.payload_json)
+        return Work(self.work_id, self.state_task_id, self.payload, generation, self.work_text)
 
 
 @fast_init
@@ -171,14 +171,15 @@ def _items(seed: int, task_id: Callable[..., str]) -> Iterator[WorkItem]:
                     "timeout_ms": TIMEOUT_MS,
                 }
                 text = _payload_text(payload)
+                work_id = WorkId(hashlib.sha256(text).hexdigest())
                 yield WorkItem(
-                    work_id=WorkId(hashlib.sha256(text).hexdigest()),
+                    work_id=work_id,
                     state_task_id=task,
                     target=f"p{index}/leaf{leaf}",
                     parameter=f"bound={bound}",
                     algorithm=algorithm,
                     payload=payload,
-                    payload_json=text.decode("ascii"),
+                    work_text=work_text(work_id, task, text.decode("ascii")),
                 )
 
 

@@ -10,6 +10,7 @@ plain ``json`` calls, or with the general path itself, on seeded random values a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import random
@@ -41,6 +42,7 @@ from leasefence.impl.wire import (
     decode_frame,
     encode,
     encode_frames,
+    work_text,
 )
 from leasefence.impl.workload import canonical, generate
 
@@ -282,13 +284,13 @@ def _reference(doc: dict[str, Any]) -> bytes | str:
 
 
 @given(work_ids, task_ids, objects, generations)
-def test_a_work_joined_from_its_payload_text_is_the_references_bytes(
+def test_a_work_joined_from_its_text_is_the_references_bytes(
     work_id: WorkId, task: StateTaskId, payload: dict[str, Any], gen: tuple[int, int] | None
 ) -> None:
     """Fails if the WORK's fields were joined in another order or spelling than ``json``'s, or
-    if the payload text were not used as given (compared with the same WORK without it)."""
+    if its text were not used as given (compared with the same WORK without it)."""
     try:
-        text: str | None = canonical(payload).decode("ascii")
+        text: str | None = work_text(work_id, task, canonical(payload).decode("ascii"))
     except (TypeError, ValueError):
         text = None  # json refuses this payload: the general path raises for it
     with_text = Work(work_id, task, payload, gen, text)
@@ -370,7 +372,7 @@ def _read(tag: int, data: bytes, side: frozenset[Tag]) -> tuple[str, Any]:
     except ProtocolError:
         return ("refused", None)
     # the values and their types: 0.0 and 0 are equal, but a reader must give a float (every
-    # field's, ``payload_json`` too; a compiled message has no ``__dict__``)
+    # field's, ``work_text`` too; a compiled message has no ``__dict__``)
     types = [type(getattr(msg, f.name)).__name__ for f in dataclasses.fields(msg)]
     return ("read", (msg, repr(msg), types))
 
@@ -529,7 +531,13 @@ def test_frames_as_written_are_read_in_one_pass_and_as_line_by_line() -> None:
 @pytest.mark.parametrize("seed", [0, 1, 20261130, -5, 2**70])
 def test_the_catalogues_payload_text_is_canonical_json(seed: int) -> None:
     """Fails if ``_payload_text`` spells a payload otherwise than ``canonical`` (so a work ID,
-    the SHA-256 of that text, or a WORK's bytes would change)."""
+    the SHA-256 of that text, or a WORK's bytes would change), or the WORK text the catalogue
+    keeps is not what ``encode`` writes after a generation."""
     for item in generate(60, seed=seed):
-        assert item.payload_json == canonical(item.payload).decode("ascii")
-        assert item.work().payload_json == item.payload_json
+        assert item.work_id == hashlib.sha256(canonical(item.payload)).hexdigest()
+        text = canonical(item.payload).decode("ascii")
+        assert item.work_text == work_text(item.work_id, item.state_task_id, text)
+        assert item.work().work_text == item.work_text
+        plain = Work(item.work_id, item.state_task_id, item.payload, (1, 7))
+        assert encode(item.work((1, 7)))[1] == encode(plain)[1]
+        assert encode(plain)[1] == b'{"generation":[1,7],' + item.work_text.encode()

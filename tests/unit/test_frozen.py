@@ -75,9 +75,9 @@ def test_the_values_made_on_every_task_equal_their_dataclass_twins() -> None:
     r = Result("a" * 64, None, True)  # type: ignore[arg-type]
     assert (r.cpu_s, r.output, r.generation) == (0.0, {}, None)
     assert r == Result("a" * 64, None, True, 0.0, {}, None)  # type: ignore[arg-type]
-    w = Work("w", "t", payload_json="{}")  # type: ignore[arg-type]
-    assert w == Work("w", "t", {}, None)  # type: ignore[arg-type]  # payload_json not compared
-    assert w.payload_json == "{}"
+    w = Work("w", "t", work_text="{}")  # type: ignore[arg-type]
+    assert w == Work("w", "t", {}, None)  # type: ignore[arg-type]  # work_text not compared
+    assert w.work_text == "{}"
     d = ActiveDispatch("w", "t", (("target", "x"),))  # type: ignore[arg-type]
     assert hash(d) == hash(ActiveDispatch("w", "t", (("target", "x"),), None))  # type: ignore[arg-type]
     assert repr(Envelope(1, 2, b"x")) == "Envelope(source=1, tag=2, data=b'x')"

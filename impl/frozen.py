@@ -9,8 +9,8 @@ the class stays frozen (assignment refused), and equality, hashing, ``repr``, ``
 ``replace`` are the dataclass's own. A class with ``__slots__`` (``slots=True``) has no
 ``__dict__``: its ``__init__`` stores each value with its slot's own setter (the member
 descriptor's ``__set__``), which the frozen ``__setattr__`` does not stand in front of (a
-coordinator's lease and statistics, two of every task: 0.54 to 0.31 us each). Only for a frozen
-dataclass without ``__post_init__``, init-only or keyword-only fields (checked).
+coordinator's lease and statistics, kept for every state task: 0.54 to 0.31 us each). Only for a
+frozen dataclass without ``__post_init__``, init-only or keyword-only fields (checked).
 
 A class of a compiled module (``harness/compiled.py``) is written differently, since mypyc makes
 a class with a decorator it does not know an interpreted one (a ``__dict__``, a Python
@@ -20,7 +20,17 @@ decorator. Compiled, that ``__init__`` is native and the class's fields are slot
 struct (a WORK, a RESULT, a dispatch: 0.4 to 0.03 us each, issue 19) and ``fast_init`` leaves
 the class as it is. Interpreted, the frozen ``__setattr__`` would refuse those assignments:
 ``fast_init`` checks that the class's ``__init__`` takes the fields' parameters with their
-defaults (``FACTORY`` for a field with a default factory) and replaces it as above.
+defaults (``FACTORY`` for a field with a default factory; a default of another type, ``0`` for
+``0.0``, is refused) and replaces it as above. What it cannot check is the body: that each field
+is assigned its own parameter (tests/unit/test_frozen.py builds each such class, compiled too,
+from distinct values and reads them back). A class given ``init=True`` and an ``__init__`` of
+its own (which ``dataclass`` keeps) is refused: ``fast_init`` would replace it unseen.
+
+Under the build these classes behave as native classes do: no ``__dict__``, no weak
+references, no subclass in interpreted code, no ``pickle``/``copy`` (their ``__init__`` takes
+the fields, which ``copy``'s reconstruction does not pass; nothing copies them), a field typed
+``float`` stores an ``int`` as a ``float``, one typed ``int`` stores an ``IntEnum`` or a
+``bool`` as a plain ``int``, and a value of another type is refused with ``TypeError``.
 """
 
 from __future__ import annotations
@@ -56,8 +66,12 @@ def fast_init(cls: type[T]) -> type[T]:
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen:
         raise TypeError(f"fast_init: {cls.__name__} is not a frozen dataclass")
-    own = vars(cls).get("__init__") if not params.init else None
-    if not params.init and not isinstance(own, types.FunctionType):
+    own = vars(cls).get("__init__")
+    if params.init:
+        if isinstance(own, types.FunctionType) and own.__code__.co_filename != "<string>":
+            raise TypeError(f"fast_init: {cls.__name__} has its own __init__ (say init=False)")
+        own = None  # the dataclass's, replaced below
+    elif not isinstance(own, types.FunctionType):
         if own is None:
             raise TypeError(f"fast_init: {cls.__name__} has no __init__ (init=False)")
         return cls  # compiled: its own ``__init__`` is native (module doc)
@@ -105,8 +119,9 @@ def fast_init(cls: type[T]) -> type[T]:
 
 def _check_own_init(cls: type, own: types.FunctionType, every: tuple[Any, ...]) -> None:
     """``TypeError`` unless the class's own ``__init__`` takes exactly the fields, in order, as
-    positional-or-keyword parameters with the fields' defaults (``FACTORY`` for a factory): what
-    its compiled form stores is then what the ``__init__`` that replaces it stores."""
+    positional-or-keyword parameters with the fields' defaults, of the same type (``FACTORY`` for
+    a factory): what its compiled form stores is then what the ``__init__`` that replaces it
+    stores (given a body that assigns each field its parameter, module doc)."""
     wanted = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for f in every:
         default = inspect.Parameter.empty
@@ -121,7 +136,7 @@ def _check_own_init(cls: type, own: types.FunctionType, every: tuple[Any, ...]) 
         p.replace(annotation=inspect.Parameter.empty)
         for p in inspect.signature(own).parameters.values()
     ]
-    if got != wanted:
+    if got != wanted or [type(p.default) for p in got] != [type(p.default) for p in wanted]:
         raise TypeError(
             f"fast_init: {cls.__name__}.__init__ takes ({', '.join(map(str, got[1:]))}), "
             f"its fields are ({', '.join(map(str, wanted[1:]))})"

@@ -55,6 +55,9 @@ class WorkItem:
     #: Its WORK's text after the generation field (``wire.work_text``) when the catalogue made
     #: it (``generate``; None: not known), handed to every WORK of this item so that
     #: ``wire.encode`` does not encode the payload and the IDs again for each dispatch (issue 19).
+    #: It must be the text of this item's own IDs and payload: ``dataclasses.replace`` keeps it
+    #: (give a replaced item its own, or None). ``encode`` writes the fields instead when the
+    #: text does not end with the WORK's work ID.
     work_text: str | None = field(default=None, compare=False, repr=False)
 
     def work(self, generation: Generation | None = None) -> Work:

@@ -307,6 +307,23 @@ def test_a_work_joined_from_its_text_is_the_references_bytes(
     assert _encoded(with_text) == _encoded(without) == _reference(doc)
 
 
+def test_a_work_whose_text_was_kept_for_another_id_is_written_from_its_own_fields() -> None:
+    """A WORK text names its work ID last; a WORK whose own ID is not the one there (a text kept
+    for another item, or for an ID of which this one is the tail) is written from its fields.
+    (Fails if ``_work_bytes`` trusted the text: it would send the other item's ID.)"""
+    a, b = generate(2, seed=3)
+    assert a.work_text is not None
+    plain = Work(b.work_id, b.state_task_id, b.payload, (0, 4))
+    stale = Work(b.work_id, b.state_task_id, b.payload, (0, 4), a.work_text)
+    assert encode(stale)[1] == encode(plain)[1]
+    tail = WorkId(a.work_id[1:])  # the text's ID ends with it, but is not it
+    assert (
+        encode(Work(tail, a.state_task_id, a.payload, None, a.work_text))[1]
+        == encode(Work(tail, a.state_task_id, a.payload))[1]
+    )
+    assert b'"work_id":"' + a.work_id.encode() + b'"}' == encode(a.work((0, 4)))[1][-77:]
+
+
 @pytest.mark.interpreted(
     "an int cpu_s: a compiled Result holds it as a float (mypyc converts it), written 0.0, not 0"
 )

@@ -103,7 +103,9 @@ def test_fast_init_refuses_a_class_it_would_get_wrong() -> None:
             fast_init(cls)
 
 
-#: One value of each class of a compiled module written for mypyc (impl/frozen.py's module doc).
+#: Values of each class of a compiled module written for mypyc (impl/frozen.py's module doc),
+#: each field's value unlike the others' (two outcomes: every pair of its four flags differs in
+#: one), so that an ``__init__`` assigning one field another's parameter is seen.
 HOT = [
     Work("w", "t", {"k": 1}, (1, 2), "{}"),  # type: ignore[arg-type]
     Result("w", None, True, 0.5, {"s": "x"}, (1, 2)),  # type: ignore[arg-type]
@@ -111,6 +113,7 @@ HOT = [
     Reply(2, b"x", 0.25),
     ActiveDispatch("w", "t", (("target", "x"),), (1, 2)),  # type: ignore[arg-type]
     ResultOutcome(False, "s", False, True, True),
+    ResultOutcome(False, None, True, False, True),
     StateLease(2, 1.5, 3, (1, 2)),
     Stats(1, 2, 0.5, 0.25),
 ]
@@ -128,7 +131,7 @@ def test_a_value_of_a_compiled_module_is_native_under_the_build_and_frozen_eithe
         assert not hasattr(value, "__dict__")
         assert not isinstance(own, types.FunctionType)
     else:  # ``fast_init``'s, in place of the class's own (which the frozen class refuses)
-        assert hasattr(value, "__dict__")
+        assert hasattr(value, "__dict__") == ("__slots__" not in vars(cls))
         assert own.__code__.co_filename == "<string>"
     values = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     assert cls(*values.values()) == value
@@ -179,6 +182,36 @@ def test_fast_init_checks_a_classs_own_init_against_its_fields() -> None:
     for bad in (reordered, other_default, no_factory, keyword_only):
         with pytest.raises(TypeError, match=r"fast_init: Own.__init__ takes \("):
             fast_init(make(bad))
+
+    @dataclass(frozen=True, init=False)
+    class Zero:
+        c: int | None = None
+
+    def zero_for_none(self: Any, c: Any = 0) -> None: ...
+
+    def false_for_zero(self: Any, c: Any = False) -> None: ...
+
+    setattr(Zero, "__init__", zero_for_none)  # noqa: B010
+    with pytest.raises(TypeError, match="takes"):
+        fast_init(Zero)
+
+    @dataclass(frozen=True, init=False)
+    class Number:
+        c: int = 0
+
+    setattr(Number, "__init__", false_for_zero)  # noqa: B010  (False == 0, of another type)
+    with pytest.raises(TypeError, match="takes"):
+        fast_init(Number)
+
+    @dataclass(frozen=True)
+    class OwnButInit:
+        a: int
+
+        def __init__(self, a: int) -> None:  # kept by ``dataclass``, replaced unseen otherwise
+            object.__setattr__(self, "a", a * 2)
+
+    with pytest.raises(TypeError, match="has its own __init__"):
+        fast_init(OwnButInit)
 
     @dataclass(frozen=True, init=False)
     class NoInit:

@@ -65,8 +65,10 @@ VALIDATOR: tuple[str, ...] = (
     "leasefence.conformance.tracecheck",
 )
 #: The dispatcher's compiled modules (issue 19): what rank 0 and every worker rank run per
-#: message: the wire, the master's decisions, the coordinator and both loops. Their inputs from
-#: outside are bytes (messages, files), read by code that checks values of any type. The
+#: message: the wire, the master's decisions, the coordinator and its values
+#: (``coordvalues``), both loops; the values made per message and decision are native classes
+#: there (``impl/frozen.py``). Their inputs from outside are bytes (messages, files), read by
+#: code that checks values of any type. The
 #: coordinator's public calls take ``object`` and check it themselves (``coordinator._check_token``):
 #: a parameter typed ``int`` would take a bool as its integer, one typed ``str`` would refuse an
 #: int with ``TypeError`` before the check that names it (``InvalidArgument``) ran. The journal

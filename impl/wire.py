@@ -570,30 +570,55 @@ _SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 
 
 #: A RESULT exactly as ``encode`` writes it (keys sorted, no spaces) with values in the plain
-#: spellings below: read by ``_fast_result`` with two matches and one call of the JSON scanner
-#: instead of the JSON machinery and the field checks. The parts that could hold something
-#: unusual are narrowed so that a match is always a message the general path accepts with the
-#: same values: ``cpu_s`` a non-negative number without a sign, the generation's parts at most 19
-#: digits, the state task ID without a quote or a backslash (its text is then its value). The
-#: head runs up to ``"output":``, where the scanner reads one JSON object; the tail must follow
-#: it at once. (The object is read by the scanner, not matched: a lazy ``\{.*?\}`` tried the
-#: tail at every character of it, 1.7 us for a WORK's payload, issue 19.)
+#: spellings below: read by ``_fast_result`` with one match, a few string searches and one JSON
+#: reading of the output instead of the JSON machinery and the field checks. The parts that
+#: could hold something unusual are narrowed so that a reading is always a message the general
+#: path accepts with the same values: ``cpu_s`` a non-negative number without a sign, the
+#: generation's parts at most 19 digits, the state task ID without a quote or a backslash (its
+#: text is then its value). The head runs up to ``"output":``, where one JSON object starts;
+#: the rest of the line is the tail below, read from the line's end backwards (``_read``), so
+#: that the object is the text between the two, read once (``_object``).
 _RESULT_HEAD = re.compile(
     r'\{"cpu_s":((?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?),'
     r'(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
     r'"ok":(true|false),"output":'
 )
-_RESULT_TAIL = re.compile(
-    r',(?:"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",)?'
-    r'"type":"result","v":1,"work_id":"([0-9a-f]{64})"\}'
-)
 _WORK_HEAD = re.compile(
     r'\{(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?"payload":'
 )
-_WORK_TAIL = re.compile(
-    r',"state_task_id":"([\x21\x23-\x5b\x5d-\x7e]{1,256})",'
-    r'"type":"work","v":1,"work_id":"([0-9a-f]{64})"\}'
-)
+#: The tails of the fast layouts: ``,"state_task_id":"T"`` (optional in a RESULT), then the
+#: fixed text below, the work ID (``_WORK_ID``) and ``"}``.
+_TASK_FIELD: Final = ',"state_task_id":"'
+_RESULT_FIXED: Final = ',"type":"result","v":1,"work_id":"'
+_WORK_FIXED: Final = ',"type":"work","v":1,"work_id":"'
+#: A state task ID whose text is its value (no quote, no backslash).
+_PLAIN_TASK = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
+
+
+def _fast_json() -> Any:
+    """The ``orjson`` module, or None when it cannot be imported."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - a dependency; without it the scanner reads all
+        return None
+    return orjson
+
+
+#: The fast JSON library (issue 19: the standard library's scanner took 1.7 us of a worker's
+#: 8 for a WORK's payload of nine fields): ``orjson``'s reader and writer, or None without it
+#: (every object is then read by the strict scanner). Its reading is taken only for an object
+#: whose text is exactly what its writer makes of that reading, keys sorted
+#: (``_object``): such a text has no duplicate key, no NaN, no number that reads as infinity
+#: or as a float where the general path reads an integer, and nothing but the object, so the
+#: general path reads it the same. Nor does it nest deeper than 255 levels: the writer refuses
+#: that (``JSONEncodeError``, documented), far inside the strict scanner's recursion limit, so
+#: an object the scanner may refuse as too deep is always left to the scanner.
+_FAST_JSON_MODULE: Final[Any] = _fast_json()
+#: Its name and version (None without it), as ``leasefence bench`` prints them.
+FAST_JSON: Final = None if _FAST_JSON_MODULE is None else f"orjson {_FAST_JSON_MODULE.__version__}"
+_LOADS: Final[Callable[[str], Any] | None] = getattr(_FAST_JSON_MODULE, "loads", None)
+_DUMPS: Final[Callable[..., bytes] | None] = getattr(_FAST_JSON_MODULE, "dumps", None)
+_SORTED: Final[int] = int(getattr(_FAST_JSON_MODULE, "OPT_SORT_KEYS", 0))
 
 #: A fast reader: where the message at ``pos`` of a text ends and the message, or None when it
 #: is not in the reader's layout there (``_read``'s arguments after the text).
@@ -601,44 +626,77 @@ FastRead = Callable[[str, int, bool], "tuple[int, Message] | None"]
 
 
 def _read(
-    text: str, pos: int, in_frame: bool, head: re.Pattern[str], tail: re.Pattern[str]
-) -> tuple[re.Match[str], dict[str, Any], re.Match[str]] | None:
-    """The head, the JSON object and the tail of the message at ``pos`` of ``text`` in a fast
-    reader's layout, or None. The object is the strict decoder's reading of the text after the
-    head (the general path's), and must be an object; the tail must follow it at once and end
-    the text, or in a frame (``in_frame``) the line: a newline or the text's end follows it, and
-    the object holds no newline (a frame's lines hold none)."""
+    text: str, pos: int, in_frame: bool, head: re.Pattern[str], fixed: str
+) -> tuple[re.Match[str], dict[str, Any], str | None, str, int] | None:
+    """The head, the JSON object, the state task ID (None when the tail has none), the work ID
+    and the end of the message at ``pos`` of ``text`` in a fast reader's layout, or None. The
+    message ends at the text's end, or in a frame (``in_frame``) at the first newline after the
+    head (a frame's lines hold none); its tail is read backwards from there: ``"}``, the work
+    ID, ``fixed``, and the state task field when the character before ``fixed`` is a quote (an
+    object ends with a brace). The object is the text between the head and the tail, and must
+    be one JSON object the general path reads (``_object``)."""
     h = head.match(text, pos)
     if h is None:
         return None
     start = h.end()
+    end = text.find("\n", start) if in_frame else -1
+    if end < 0:
+        end = len(text)
+    tail = end - 66 - len(fixed)  # where ``fixed`` must start, after an object of 2 or more
+    if (
+        tail < start + 2  # (so that no index below is negative: one counts from the end)
+        or text.find('"}', end - 2, end) < 0
+        or text.find(fixed, tail, tail + len(fixed)) < 0
+    ):
+        return None
+    work_id = text[end - 66 : end - 2]
+    if _WORK_ID.fullmatch(work_id) is None:
+        return None
+    stop = tail  # where the object ends
+    task: str | None = None
+    if text[tail - 1] == '"':
+        quote = text.rfind('"', start, tail - 1)  # opens the task ID, which holds no quote
+        stop = quote + 1 - len(_TASK_FIELD)  # (none found, -1: below ``start`` too)
+        if stop < start + 2 or text.find(_TASK_FIELD, stop, quote + 1) < 0:
+            return None
+        task = text[quote + 1 : tail - 1]
+        if _PLAIN_TASK.fullmatch(task) is None:
+            return None
+    value = _object(text, start, stop)
+    if value is None:
+        return None
+    return h, value, task, work_id, end
+
+
+def _object(text: str, start: int, stop: int) -> dict[str, Any] | None:
+    """The JSON object that is exactly ``text[start:stop]``, as the general path reads it, or
+    None when that text is not one JSON object the strict decoder accepts. The fast library
+    reads a text whose every character it would write itself (``FAST_JSON``); the strict
+    scanner reads any other."""
+    if _LOADS is not None and _DUMPS is not None:
+        span = text[start:stop]
+        try:
+            value = _LOADS(span)
+            if type(value) is dict and _DUMPS(value, option=_SORTED) == span.encode():
+                return value
+        except (ValueError, TypeError):  # not JSON to it, or not what it writes
+            pass
     try:
         value, end = _SCAN_ONCE(text, start)
     except (StopIteration, ValueError, RecursionError):  # ProtocolError (a hook's) too
         return None
-    if type(value) is not dict:
-        return None
-    t = tail.match(text, end)
-    if t is None:
-        return None
-    stop = t.end()
-    if in_frame:
-        if (stop < len(text) and text[stop] != "\n") or text.find("\n", start, end) >= 0:
-            return None
-    elif stop != len(text):
-        return None
-    return h, value, t
+    return value if type(value) is dict and end == stop else None
 
 
 def _fast_result(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Result] | None:
     """Where the RESULT at ``pos`` of ``text`` ends and the RESULT, when it is in the layout of
-    ``_RESULT_HEAD`` and ``_RESULT_TAIL`` (``_read``), else None (the general path decides, and
-    names what is wrong). The values are those the general path reads from such a text
+    ``_RESULT_HEAD`` and the tail (``_read``), else None (the general path decides, and names
+    what is wrong). The values are those the general path reads from such a text
     (tests/unit/test_fast_paths.py compares the two on written and hostile messages)."""
-    read = _read(text, pos, in_frame, _RESULT_HEAD, _RESULT_TAIL)
+    read = _read(text, pos, in_frame, _RESULT_HEAD, _RESULT_FIXED)
     if read is None:
         return None
-    head, output, tail = read
+    head, output, task, work_id, end = read
     cpu_text, epoch, counter, ok = head.group(1, 2, 3, 4)
     cpu = float(cpu_text)
     if cpu > MAX_CPU_S:  # (the layout has no sign: never below 0, never NaN)
@@ -646,7 +704,6 @@ def _fast_result(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, 
     in_range, generation = _generation(epoch, counter)
     if not in_range:
         return None
-    task, work_id = tail.group(1, 2)
     result = Result(
         WorkId(work_id),
         None if task is None else StateTaskId(task),
@@ -655,22 +712,21 @@ def _fast_result(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, 
         output,
         generation,
     )
-    return tail.end(), result
+    return end, result
 
 
 def _fast_work(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Work] | None:
     """Where the WORK at ``pos`` of ``text`` ends and the WORK, when it is in the layout of
-    ``_WORK_HEAD`` and ``_WORK_TAIL``, else None (as ``_fast_result``; a worker's CPU is the
+    ``_WORK_HEAD`` and the tail, else None (as ``_fast_result``; a worker's CPU is the
     master's loss where ranks share cores)."""
-    read = _read(text, pos, in_frame, _WORK_HEAD, _WORK_TAIL)
+    read = _read(text, pos, in_frame, _WORK_HEAD, _WORK_FIXED)
     if read is None:
         return None
-    head, payload, tail = read
+    head, payload, task, work_id, end = read
     in_range, generation = _generation(head.group(1), head.group(2))
-    if not in_range:
+    if not in_range or task is None:
         return None
-    task, work_id = tail.group(1, 2)
-    return tail.end(), Work(WorkId(work_id), StateTaskId(task), payload, generation)
+    return end, Work(WorkId(work_id), StateTaskId(task), payload, generation)
 
 
 def _generation(epoch: str | None, counter: str | None) -> tuple[bool, Generation | None]:

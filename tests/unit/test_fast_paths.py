@@ -28,6 +28,7 @@ from leasefence.impl.errors import ProtocolError
 from leasefence.impl.journal import encode_record
 from leasefence.impl.records import MAX_ATTEMPT, MAX_TIMESTAMP, MAX_WORKER, owned_record
 from leasefence.impl.wire import (
+    _FAST_READERS,
     FROM_MASTER,
     FROM_WORKER,
     Result,
@@ -410,8 +411,20 @@ PARTS = ["0", "1", str(2**63 - 1), str(2**63), "9" * 19, "00", "-1"]
 OUTPUTS = ['{}', '{"status":"trivial"}', '{"a":1,"a":2}', '{"a":NaN}', '{"a":1e999}',
            '{"x":{"y":[1,2,{"z":null}]}}', '{"s":"\\u00e9\\"}"}', '{} ', '[]', '{"a":1}}',
            '{"a":"},\\"type\\":\\"result\\""}', '{"a":1},"b":{}', '{\n}', '{"a":\n1}',
-           '{"a":1}\n']  # fmt: skip
-TASKS = ["t", "a" * 64, 'q"x', "b\\\\c", "x" * 257, "\u00e9", "sp ace"]
+           '{"a":1}\n',
+           # what the fast JSON library reads otherwise than the strict decoder, or writes
+           # otherwise than it reads (wire._object takes only its own writing): integers past
+           # 64 bits (a float to it), numbers it spells otherwise, a lone surrogate, an escape
+           # in capitals, nesting near and past either side's limit, a task field in the output
+           '{"a":18446744073709551615}', '{"a":18446744073709551616}', '{"a":' + str(2**70) + "}",
+           '{"a":-9223372036854775809}', '{"a":0.00001}', '{"a":1e-05}', '{"a":1E5}',
+           '{"a":-0}', '{"a":-0.0}', '{"a":1.0}', '{"a":1e+16}', '{"a":"\\ud800"}',
+           '{"a":"\\u001f"}', '{"a":"\\u001F"}', '{"a":"\\/"}', '{"b":1,"a":2}',
+           *('{"a":' + "[" * n + "]" * n + "}" for n in (200, 300, 1010, 1100)),
+           '{"a":' + '{"b":' * 100 + "1" + "}" * 101,
+           '{"s":"x","state_task_id":"t"}', '{"a":{"state_task_id":"t"}}',
+           '{"a":"\\"","state_task_id":"t"}']  # fmt: skip
+TASKS = ["t", "a" * 64, 'q"x', "b\\\\c", "x" * 257, "\u00e9", "sp ace", 'a\\"b', ""]
 
 
 def _hostile_result(r: random.Random) -> str:
@@ -429,6 +442,12 @@ def _hostile_result(r: random.Random) -> str:
         text = text.replace('"ok":true', '"ok":false')
     if r.random() < 0.2:
         text = text.replace(text[text.index('"generation"') : text.index('"ok"')], "")
+    if r.random() < 0.2:  # without a state task ID (protocol v1 lets a worker leave it out)
+        text = text[: text.rindex(',"state_task_id":')] + text[text.index(',"type":"result"') :]
+    elif r.random() < 0.1:  # another field of the same length in its place
+        text = text.replace('"state_task_id"', '"state_task_ix"')
+    if r.random() < 0.05:  # not closed where the layout closes it
+        text = text[:-1] + r.choice(["]", " ", "}}", ""])
     return text
 
 
@@ -442,6 +461,55 @@ def test_the_result_reader_reads_what_the_general_path_reads_on_hostile_texts() 
         text = _hostile_result(r)
         data = text.encode()
         assert _read(Tag.RESULT, data, FROM_WORKER) == _general(Tag.RESULT, data, FROM_WORKER)
+
+
+#: One message of each fast layout as ``encode`` writes it (a RESULT with and without its state
+#: task ID, a WORK), and single changes to its tail, each read by both paths.
+WRITTEN_TAILS = [
+    (Tag.RESULT, FROM_WORKER, Result(WorkId("ab" * 32), StateTaskId("t" * 64), True, 0.25,
+                                     {"status": "trivial", "n": [1, 2.5, None]}, (3, 7))),
+    (Tag.RESULT, FROM_WORKER, Result(WorkId("cd" * 32), None, False, 0.0, {}, None)),
+    (Tag.WORK, FROM_MASTER, Work(WorkId("ef" * 32), StateTaskId("t"), {"seed": 1}, (0, 0))),
+    # the shortest objects, with and without the task field after them
+    (Tag.RESULT, FROM_WORKER, Result(WorkId("ab" * 32), StateTaskId("t"), True, 0.0, {}, None)),
+    (Tag.RESULT, FROM_WORKER, Result(WorkId("ab" * 32), None, True, 0.0, {}, None)),
+    (Tag.WORK, FROM_MASTER, Work(WorkId("ef" * 32), StateTaskId("t"), {}, None)),
+]  # fmt: skip
+TAIL_CHANGES = [
+    lambda t: t[:-1] + "]", lambda t: t[:-1] + " ", lambda t: t[:-1], lambda t: t + "}",
+    lambda t: t[:-3] + "A" + t[-2:],  # a capital in the work ID
+    lambda t: t[:-3] + t[-2:],  # an ID of 63 characters
+    lambda t: t.replace('"state_task_id"', '"state_task_ix"'),
+    lambda t: t.replace('"state_task_id":"', '"state_task_id": "'),
+    lambda t: t.replace('"state_task_id":"', '"state_task_id":"a\\'),
+    lambda t: t.replace('"state_task_id":"', '"state_task_id":"a\\"'),
+    lambda t: t.replace('"state_task_id":"', '"state_task_id":"\\u0041'),
+    lambda t: t.replace(',"type":', ', "type":'), lambda t: t.replace('"v":1', '"v":2'),
+    lambda t: t.replace('"type":"result"', '"type":"work"'),
+    lambda t: t.replace('"type":"work"', '"type":"result"'),
+    lambda t: t.replace('},"state_task_id"', '} ,"state_task_id"'),
+    lambda t: t.replace('},"type"', '},"state_task_id":"t","type"'),
+    lambda t: t.replace('},"type"', '},"state_task_id":"","type"'),
+    lambda t: t.replace(',"state_task_id":"t"', ""),  # a WORK needs it, a RESULT does not
+    lambda t: t.replace('{},"', '{,"').replace('{}}', '{}'),  # an object of 1 character
+    lambda t: t.replace('{},"', ',"').replace('{}}', '}'),  # no object
+]  # fmt: skip
+
+
+def test_the_readers_read_each_changed_tail_as_the_general_path() -> None:
+    """Fails if a fast reader skips a check of the tail it reads backwards (the closing brace,
+    the work ID's characters and length, the fixed text, the state task field's name and
+    characters) or does not read the written message itself."""
+    for tag, side, msg in WRITTEN_TAILS:
+        data = encode(msg)[1]
+        text = data.decode()
+        fast = _FAST_READERS[tag](text, 0, False)
+        assert fast is not None  # the fast path reads what was written
+        assert fast[1] == msg
+        assert _read(tag, data, side) == _general(tag, data, side)
+        for change in TAIL_CHANGES:
+            changed = change(text).encode()
+            assert _read(tag, changed, side) == _general(tag, changed, side), changed[-150:]
 
 
 @given(work_ids, task_ids, st.booleans(), st.floats(0, 1e12), objects, generations)

@@ -9,14 +9,23 @@ Modes (``leasefence run --poll``):
 
 ``auto``   the default. With at most one rank per core on this node: spin 2 ms, yield polls for
            20 ms more, then sleep 0.1 ms doubling to 2 ms (a reply that comes quickly is caught
-           spinning; a long task costs a core only briefly). With more ranks than cores: spin
-           50 µs, never yield, then sleep 20 µs doubling to 0.2 ms, so a waiting rank leaves the
-           cores to the ranks that compute (yielding polls made a z3 run 2.7x slower on 2 cores
-           with 4 ranks: a yielding rank is runnable, and keeps taking its share) and still
-           wakes soon after its message came: with frames (``wire.frames``) a rank waits for a
-           whole frame, and a 2 ms sleep left the others idle (20,000 trivial tasks on 3 ranks
-           and 2 cores: 0.57-0.70 s with sleeps up to 0.2 ms, 1.7-2.0 s up to 2 ms). A rank
-           that waits long wakes 5,000 times a second, about 1-2 % of a core.
+           spinning; a long task costs a core only briefly). With more ranks than cores, a
+           waiting rank leaves the cores to the ranks that compute (yielding polls made a z3 run
+           2.7x slower on 2 cores with 4 ranks: a yielding rank is runnable, and keeps taking its
+           share) and still wakes soon after its message came: with frames (``wire.frames``) a
+           rank waits for a whole frame, and a 2 ms sleep left the others idle (20,000 trivial
+           tasks on 3 ranks and 2 cores: 0.57-0.70 s with sleeps up to 0.2 ms, 1.7-2.0 s up to
+           2 ms). There the master (rank 0) spins 50 µs, never yields, then sleeps 20 µs
+           doubling to 0.2 ms; a worker never spins and sleeps 20 µs doubling to 50 µs. The
+           master decides every dispatch and result one after the other, so it is the pipeline's
+           narrowest part whenever tasks are quick: a worker spinning for its next WORK took the
+           core the master needed to send it, and the master then waited for the RESULTs of
+           workers that slept (issue 19, 20,000 trivial tasks, 3 ranks on 2 cores, median of 3
+           runs of each interleaved, compiled: 14.3-17.7 us a round trip with the workers'
+           spin, 10.8-11.6 without it and with their sleeps capped at 50 µs; the master waited
+           for results 3.7-6.1 us a round trip, then 0.8-1.1). A worker that waits long wakes
+           about 7,000 times a second (a 50 µs sleep lasts 0.1-0.15 ms with the kernel's timer
+           slack), about 1-2 % of a core; the master 5,000 times.
 ``spin``   poll without pause (lowest latency; a waiting rank holds a core).
 ``yield``  ``os.sched_yield`` between polls.
 ``sleep``  the old schedule: sleep 0.2 ms doubling to 5 ms.
@@ -69,9 +78,9 @@ class PollPolicy:
     block: bool = False
 
     @classmethod
-    def of(cls, mode: str, oversubscribed: bool) -> PollPolicy:
+    def of(cls, mode: str, oversubscribed: bool, worker: bool = False) -> PollPolicy:
         """The schedule of ``mode`` (one of ``POLL_MODES``) on a node with more ranks than cores
-        (``oversubscribed``) or not (module doc)."""
+        (``oversubscribed``) or not, for a worker rank or the master (module doc)."""
         if mode == "spin":
             return cls(mode, math.inf, 0.0, 0.0, 0.0)
         if mode == "yield":
@@ -80,6 +89,8 @@ class PollPolicy:
             return cls(mode, 0.0, 0.0, 0.0002, 0.005)
         if mode not in ("auto", "block"):
             raise ValueError(f"poll mode {mode!r}: expected one of {', '.join(POLL_MODES)}")
+        if oversubscribed and worker:
+            return cls(mode, 0.0, 0.0, 0.00002, 0.00005, block=mode == "block")
         if oversubscribed:
             return cls(mode, 0.00005, 0.0, 0.00002, 0.0002, block=mode == "block")
         return cls(mode, 0.002, 0.02, 0.0001, 0.002, block=mode == "block")
@@ -112,22 +123,23 @@ def usable_cores() -> int:
 
 
 def guess_policy(comm: Any, mode: str = "auto") -> PollPolicy:
-    """The policy of ``mode`` without asking the other ranks: every rank of ``comm`` is taken to
-    share this node (the conservative guess; ``node_policy`` knows)."""
-    return PollPolicy.of(mode, comm.Get_size() > usable_cores())
+    """The policy of ``mode`` for this rank of ``comm`` (rank 0 the master, any other a worker)
+    without asking the other ranks: every rank of ``comm`` is taken to share this node (the
+    conservative guess; ``node_policy`` knows)."""
+    return PollPolicy.of(mode, comm.Get_size() > usable_cores(), comm.Get_rank() != 0)
 
 
 def node_policy(comm: Any, mode: str = "auto") -> PollPolicy:
-    """The policy of ``mode`` for this rank's node: oversubscribed when the ranks of ``comm``
-    on this node (``COMM_TYPE_SHARED``) outnumber its usable cores. Collective: every rank of
-    ``comm`` calls it at the same point."""
+    """The policy of ``mode`` for this rank of ``comm`` (rank 0 the master, any other a worker)
+    on its node: oversubscribed when the ranks of ``comm`` on this node (``COMM_TYPE_SHARED``)
+    outnumber its usable cores. Collective: every rank of ``comm`` calls it at the same point."""
     lib = mpi()
     local = comm.Split_type(lib.COMM_TYPE_SHARED)
     try:
         ranks_here = local.Get_size()
     finally:
         local.Free()
-    return PollPolicy.of(mode, ranks_here > usable_cores())
+    return PollPolicy.of(mode, ranks_here > usable_cores(), comm.Get_rank() != 0)
 
 
 #: ``Improbe`` calls a check for a message already waiting makes before it answers None (the

@@ -42,6 +42,21 @@ def test_auto_never_yields_and_soon_sleeps_on_a_node_with_more_ranks_than_cores(
     assert max(answers) <= 0.0002  # a rank waiting for a frame wakes soon after it came
 
 
+def test_an_oversubscribed_worker_never_spins_and_sleeps_at_most_fifty_microseconds() -> None:
+    """Fails if a waiting worker takes the core the master needs (a spin), or sleeps so long
+    that the master waits for its RESULTs (issue 19); the master's schedule is the one above,
+    and a node with a core a rank does not change either role's."""
+    worker = PollPolicy.of("auto", oversubscribed=True, worker=True)
+    answers = schedule(worker, [0.0, 0.00001, 0.0001, 0.001, 1.0, 100.0])
+    assert AGAIN not in answers
+    assert YIELD not in answers
+    assert answers == [0.00002, 0.00004, 0.00005, 0.00005, 0.00005, 0.00005]
+    assert PollPolicy.of("auto", True, worker=False) == PollPolicy.of("auto", True)
+    assert PollPolicy.of("auto", True).spin > 0  # the master still catches a quick reply
+    assert PollPolicy.of("auto", False, worker=True) == PollPolicy.of("auto", False)
+    assert PollPolicy.of("block", True, worker=True).block
+
+
 def test_spin_polls_again_for_ever_and_yield_yields_for_ever() -> None:
     assert set(schedule(PollPolicy.of("spin", True), [0.0, 1.0, 1e6])) == {AGAIN}
     assert set(schedule(PollPolicy.of("yield", True), [0.0, 1.0, 1e6])) == {YIELD}
@@ -66,8 +81,13 @@ def test_an_unknown_poll_mode_is_refused_with_the_modes_named() -> None:
 def test_a_job_with_more_ranks_than_usable_cores_is_guessed_oversubscribed() -> None:
     cores = usable_cores()
     assert cores >= 1
-    fits = guess_policy(SimpleNamespace(Get_size=lambda: cores))
-    crowded = guess_policy(SimpleNamespace(Get_size=lambda: cores + 1))
-    assert fits == PollPolicy.of("auto", oversubscribed=False)
-    assert crowded == PollPolicy.of("auto", oversubscribed=True)
+
+    def comm(size: int, rank: int) -> SimpleNamespace:
+        return SimpleNamespace(Get_size=lambda: size, Get_rank=lambda: rank)
+
+    assert guess_policy(comm(cores, 0)) == PollPolicy.of("auto", oversubscribed=False)
+    assert guess_policy(comm(cores + 1, 0)) == PollPolicy.of("auto", oversubscribed=True)
+    # rank 0 is the master; any other rank waits as a worker
+    assert guess_policy(comm(cores + 1, 1)) == PollPolicy.of("auto", True, worker=True)
+    assert guess_policy(comm(cores + 1, 1)) != guess_policy(comm(cores + 1, 0))
     assert math.isinf(PollPolicy.of("spin", False).spin)

@@ -29,6 +29,8 @@ from leasefence.impl.journal import encode_record
 from leasefence.impl.records import MAX_ATTEMPT, MAX_TIMESTAMP, MAX_WORKER, owned_record
 from leasefence.impl.wire import (
     _FAST_READERS,
+    _PLAIN_TASK,
+    _WORK_ID,
     FROM_MASTER,
     FROM_WORKER,
     Result,
@@ -510,6 +512,35 @@ def test_the_readers_read_each_changed_tail_as_the_general_path() -> None:
         for change in TAIL_CHANGES:
             changed = change(text).encode()
             assert _read(tag, changed, side) == _general(tag, changed, side), changed[-150:]
+
+
+#: Every ASCII character and a few others: in a task ID and in a work ID the fast readers check
+#: character by character without the patterns that say what each may hold.
+CHARACTERS = [chr(c) for c in range(128)] + ["\u00e9", "\u0085", "\u2028", "\u00a0", "\uff11"]
+
+
+def test_the_readers_take_a_character_in_either_id_exactly_where_the_pattern_does() -> None:
+    """Fails if the fast readers' checks of a state task ID (printable ASCII but a space, a
+    quote, a backslash: ``_PLAIN_TASK``) or of a work ID (64 lowercase hex digits:
+    ``_WORK_ID``) take a character the pattern does not, or leave one it takes, and if either
+    reading differs from the general path's."""
+    for tag, side, msg in WRITTEN_TAILS[:1] + WRITTEN_TAILS[2:3]:
+        text = encode(msg)[1].decode()
+        task, work_id = str(msg.state_task_id), str(msg.work_id)
+        for c in CHARACTERS:
+            for new_task in ("a" + c + "b", c, c * 256, "a" * 256 + c):
+                changed = text.replace(f'"state_task_id":"{task}"', f'"state_task_id":"{new_task}"')
+                fast = _FAST_READERS[tag](changed, 0, False)
+                plain = _PLAIN_TASK.fullmatch(new_task) is not None
+                assert (fast is not None) == plain, (c, len(new_task))
+                data = changed.encode()
+                assert _read(tag, data, side) == _general(tag, data, side)
+            new_id = work_id[:31] + c + work_id[32:]
+            changed = text.replace(f'"work_id":"{work_id}"', f'"work_id":"{new_id}"')
+            hexed = _WORK_ID.fullmatch(new_id) is not None
+            assert (_FAST_READERS[tag](changed, 0, False) is not None) == hexed, c
+            data = changed.encode()
+            assert _read(tag, data, side) == _general(tag, data, side)
 
 
 @given(work_ids, task_ids, st.booleans(), st.floats(0, 1e12), objects, generations)

@@ -615,7 +615,7 @@ def _fast_json() -> Any:
 #: that (``JSONEncodeError``, documented), far inside the strict scanner's recursion limit, so
 #: an object the scanner may refuse as too deep is always left to the scanner.
 _FAST_JSON_MODULE: Final[Any] = _fast_json()
-#: Its name and version (None without it), as ``leasefence bench`` prints them.
+#: Its name and version (None without it); ``leasefence bench`` records the version it ran with.
 FAST_JSON: Final = None if _FAST_JSON_MODULE is None else f"orjson {_FAST_JSON_MODULE.__version__}"
 _LOADS: Final[Callable[[str], Any] | None] = getattr(_FAST_JSON_MODULE, "loads", None)
 _DUMPS: Final[Callable[..., bytes] | None] = getattr(_FAST_JSON_MODULE, "dumps", None)

@@ -168,7 +168,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         default="auto",
         help=(
             "how every rank waits for its next message: auto (default: spin briefly, then yield, "
-            "then sleep; with more ranks than cores on a node, barely spin and never yield), "
+            "then sleep; with more ranks than cores on a node never yield: the master spins "
+            "50 us, a worker never spins and sleeps at most 50 us), "
             "spin (lowest latency, a waiting rank holds a core), yield, sleep (0.2-5 ms pauses), "
             "block (a worker waiting for work blocks in MPI_Probe; MPICH spins there)"
         ),

@@ -6,6 +6,7 @@ and the benchmarks exist to print ratios, not to gate on them.
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import json
 from pathlib import Path
@@ -35,6 +36,9 @@ def test_every_non_mpi_benchmark_reports_its_contenders_side_by_side(
     results = report_json["results"]
     assert isinstance(results, dict)
     assert set(results) == set(NON_MPI)
+    machine = report_json["machine"]
+    assert isinstance(machine, dict)
+    assert machine["orjson"] == importlib.metadata.version("orjson")  # what wire.py reads with
     for mode in ("per_call", "group"):
         figures = results["journal"][mode]
         assert set(figures["median_pairs_per_s"]) == {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import os
 import platform
 import sqlite3
@@ -95,7 +96,17 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "load_average": [round(x, 2) for x in load],
         "sqlite": sqlite3.sqlite_version,
+        # the fast JSON library the messages' objects are read with (impl/wire.py), if any
+        "orjson": _version("orjson"),
     }
+
+
+def _version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, or None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def median(values: Sequence[float]) -> float:

@@ -303,6 +303,30 @@ def test_taking_reservations_holds_those_before_the_first_refused_and_gives_them
         fast.give_back(wanted[:1] if full != "target" else wanted[1:2])
 
 
+def test_reservations_count_each_key_and_take_a_pool_limited_after_they_were_made() -> None:
+    """Fails if a second hold of a key is not counted (one give back would free it), if a kind
+    given a limit after the pools were made has no pool, or if an unknown kind or an unheld key
+    is taken or given back silently."""
+    r = Reservations({"target": 2})
+    wanted = (("target", "t1"),)
+    assert r.take(wanted) == 1
+    assert r.take(wanted) == 1
+    assert r.take(wanted) == 0  # its limit, 2, reached
+    assert r.held() == {("target", "t1"): 2}
+    r.give_back(wanted)
+    assert r.held() == {("target", "t1"): 1}
+    r.limits["queue"] = 1  # a pool of a kind the dispatch does not know, limited later
+    assert r.take((("queue", "q"),)) == 1
+    assert r.take((("queue", "q"),)) == 0
+    assert r.held() == {("target", "t1"): 1, ("queue", "q"): 1}
+    with pytest.raises(KeyError):
+        r.take((("nowhere", "k"),))
+    with pytest.raises(RuntimeError, match="unheld nowhere reservation 'k'"):
+        r.give_back((("nowhere", "k"),))
+    r.give_back((("queue", "q"), ("target", "t1")))
+    assert r.held() == {}
+
+
 # -- fences: late, stale and duplicated results -----------------------------------------------
 
 

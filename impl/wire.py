@@ -611,9 +611,10 @@ def _fast_json() -> Any:
 #: whose text is exactly what its writer makes of that reading, keys sorted
 #: (``_object``): such a text has no duplicate key, no NaN, no number that reads as infinity
 #: or as a float where the general path reads an integer, and nothing but the object, so the
-#: general path reads it the same. Nor does it nest deeper than 255 levels: the writer refuses
-#: that (``JSONEncodeError``, documented), far inside the strict scanner's recursion limit, so
-#: an object the scanner may refuse as too deep is always left to the scanner.
+#: general path reads it the same. Nor does it nest deeper than 255 levels (``_FAST_DEPTH``):
+#: the writer refuses that (``JSONEncodeError``, documented), far inside the strict scanner's
+#: recursion limit from where the loops call the readers (a caller already some 750 Python
+#: frames deep could see the general path refuse what is read here).
 _FAST_JSON_MODULE: Final[Any] = _fast_json()
 #: Its name and version (None without it); ``leasefence bench`` records the version it ran with.
 FAST_JSON: Final = None if _FAST_JSON_MODULE is None else f"orjson {_FAST_JSON_MODULE.__version__}"
@@ -691,11 +692,23 @@ def _object(text: str, start: int, stop: int) -> dict[str, Any] | None:
                 return value
         except (ValueError, TypeError):  # not JSON to it, or not what it writes
             pass
+    # Deep nesting is the general path's to refuse or not: its depth limit is the interpreter's
+    # recursion limit less the frames above it, and a compiled reader has fewer frames (an
+    # output 994 deep was read here and refused there). An object that opens more than
+    # ``_FAST_DEPTH`` arrays or objects (strings counted too: fewer read here, never a wrong
+    # reading) is left to it, as the fast library's writer leaves it.
+    if text.count("[", start, stop) + text.count("{", start, stop) > _FAST_DEPTH:
+        return None
     try:
         value, end = _SCAN_ONCE(text, start)
     except (StopIteration, ValueError, RecursionError):  # ProtocolError (a hook's) too
         return None
     return value if type(value) is dict and end == stop else None
+
+
+#: The nesting the fast readers read at most: the fast library's writer refuses deeper
+#: (documented: 255 levels); the scanner is given no more opening brackets than that.
+_FAST_DEPTH: Final = 255
 
 
 def _fast_result(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Result] | None:

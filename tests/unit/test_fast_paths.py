@@ -28,6 +28,7 @@ from leasefence.impl.errors import ProtocolError
 from leasefence.impl.journal import encode_record
 from leasefence.impl.records import MAX_ATTEMPT, MAX_TIMESTAMP, MAX_WORKER, owned_record
 from leasefence.impl.wire import (
+    _FAST_DEPTH,
     _FAST_READERS,
     _PLAIN_TASK,
     _WORK_ID,
@@ -422,7 +423,8 @@ OUTPUTS = ['{}', '{"status":"trivial"}', '{"a":1,"a":2}', '{"a":NaN}', '{"a":1e9
            '{"a":-9223372036854775809}', '{"a":0.00001}', '{"a":1e-05}', '{"a":1E5}',
            '{"a":-0}', '{"a":-0.0}', '{"a":1.0}', '{"a":1e+16}', '{"a":"\\ud800"}',
            '{"a":"\\u001f"}', '{"a":"\\u001F"}', '{"a":"\\/"}', '{"b":1,"a":2}',
-           *('{"a":' + "[" * n + "]" * n + "}" for n in (200, 300, 1010, 1100)),
+           *('{"a":' + "[" * n + "]" * n + "}" for n in (200, 254, 255, 256, 300, 990, 994, 998,
+                                                         1010, 1100)),
            '{"a":' + '{"b":' * 100 + "1" + "}" * 101,
            '{"s":"x","state_task_id":"t"}', '{"a":{"state_task_id":"t"}}',
            '{"a":"\\"","state_task_id":"t"}']  # fmt: skip
@@ -541,6 +543,20 @@ def test_the_readers_take_a_character_in_either_id_exactly_where_the_pattern_doe
             assert (_FAST_READERS[tag](changed, 0, False) is not None) == hexed, c
             data = changed.encode()
             assert _read(tag, data, side) == _general(tag, data, side)
+
+
+def test_the_readers_leave_nesting_past_their_depth_to_the_general_path() -> None:
+    """Fails if a fast reader reads an object nested past ``_FAST_DEPTH``: the general path's
+    limit is the recursion limit less the frames above it, fewer where the readers are compiled
+    (an output 994 deep was read there and refused by the general path)."""
+    written = encode(Result(WorkId("ab" * 32), None, True, 0.0, {"a": 1}, None))[1].decode()
+    for n in (*range(250, 262), *range(800, 1010, 3)):
+        text = written.replace('{"a":1}', '{"a":' + "[" * n + "]" * n + "}")
+        fast = _FAST_READERS[Tag.RESULT](text, 0, False)
+        assert (fast is None) == (n + 1 > _FAST_DEPTH), n
+        assert _read(Tag.RESULT, text.encode(), FROM_WORKER) == _general(
+            Tag.RESULT, text.encode(), FROM_WORKER
+        )
 
 
 @given(work_ids, task_ids, st.booleans(), st.floats(0, 1e12), objects, generations)

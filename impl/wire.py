@@ -616,8 +616,6 @@ def _fast_json() -> Any:
 #: recursion limit from where the loops call the readers (a caller already some 750 Python
 #: frames deep could see the general path refuse what is read here).
 _FAST_JSON_MODULE: Final[Any] = _fast_json()
-#: Its name and version (None without it); ``leasefence bench`` records the version it ran with.
-FAST_JSON: Final = None if _FAST_JSON_MODULE is None else f"orjson {_FAST_JSON_MODULE.__version__}"
 _LOADS: Final[Callable[[str], Any] | None] = getattr(_FAST_JSON_MODULE, "loads", None)
 _DUMPS: Final[Callable[..., bytes] | None] = getattr(_FAST_JSON_MODULE, "dumps", None)
 _SORTED: Final[int] = int(getattr(_FAST_JSON_MODULE, "OPT_SORT_KEYS", 0))
@@ -682,8 +680,8 @@ def _read(
 def _object(text: str, start: int, stop: int) -> dict[str, Any] | None:
     """The JSON object that is exactly ``text[start:stop]``, as the general path reads it, or
     None when that text is not one JSON object the strict decoder accepts. The fast library
-    reads a text whose every character it would write itself (``FAST_JSON``); the strict
-    scanner reads any other."""
+    (``_FAST_JSON_MODULE``) reads a text whose every character it would write itself; the
+    strict scanner reads any other."""
     if _LOADS is not None and _DUMPS is not None:
         span = text[start:stop]
         try:

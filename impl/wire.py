@@ -63,6 +63,8 @@ from enum import IntEnum
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final, NewType
 
+import orjson
+
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.frozen import FACTORY, fast_init
 from leasefence.impl.generation import MAX_GENERATION_PART as MAX_GENERATION_PART
@@ -596,29 +598,21 @@ _WORK_FIXED: Final = ',"type":"work","v":1,"work_id":"'
 _PLAIN_TASK = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
 
 
-def _fast_json() -> Any:
-    """The ``orjson`` module, or None when it cannot be imported."""
-    try:
-        import orjson
-    except ImportError:  # pragma: no cover - a dependency; without it the scanner reads all
-        return None
-    return orjson
-
-
 #: The fast JSON library (issue 19: the standard library's scanner took 1.7 us of a worker's
-#: 8 for a WORK's payload of nine fields): ``orjson``'s reader and writer, or None without it
-#: (every object is then read by the strict scanner). Its reading is taken only for an object
-#: whose text is exactly what its writer makes of that reading, keys sorted
-#: (``_object``): such a text has no duplicate key, no NaN, no number that reads as infinity
-#: or as a float where the general path reads an integer, and nothing but the object, so the
-#: general path reads it the same. Nor does it nest deeper than 255 levels (``_FAST_DEPTH``):
-#: the writer refuses that (``JSONEncodeError``, documented), far inside the strict scanner's
-#: recursion limit from where the loops call the readers (a caller already some 750 Python
-#: frames deep could see the general path refuse what is read here).
-_FAST_JSON_MODULE: Final[Any] = _fast_json()
-_LOADS: Final[Callable[[str], Any] | None] = getattr(_FAST_JSON_MODULE, "loads", None)
-_DUMPS: Final[Callable[..., bytes] | None] = getattr(_FAST_JSON_MODULE, "dumps", None)
-_SORTED: Final[int] = int(getattr(_FAST_JSON_MODULE, "OPT_SORT_KEYS", 0))
+#: 8 for a WORK's payload of nine fields): ``orjson``'s reading of an object is taken only for
+#: a text that is exactly what its writer makes of that reading, keys sorted (``_object``):
+#: such a text has no duplicate key, no NaN, no number that reads as infinity or as a float
+#: where the general path reads an integer, and nothing but the object, so the general path
+#: reads it the same. Nor does it nest deeper than ``_FAST_DEPTH``: the writer refuses that
+#: (``JSONEncodeError``, documented), far inside the strict scanner's recursion limit from
+#: where the loops call the readers (a caller already some 750 Python frames deep could see the
+#: general path refuse what is read here). Any other object the strict scanner reads.
+_LOADS: Final = orjson.loads
+_DUMPS: Final = orjson.dumps
+_SORTED: Final = orjson.OPT_SORT_KEYS
+#: The nesting the fast readers read at most: the fast library's writer refuses deeper
+#: (documented: 255 levels); the scanner is given no more opening brackets than that.
+_FAST_DEPTH: Final = 255
 
 #: A fast reader: where the message at ``pos`` of a text ends and the message, or None when it
 #: is not in the reader's layout there (``_read``'s arguments after the text).
@@ -680,16 +674,15 @@ def _read(
 def _object(text: str, start: int, stop: int) -> dict[str, Any] | None:
     """The JSON object that is exactly ``text[start:stop]``, as the general path reads it, or
     None when that text is not one JSON object the strict decoder accepts. The fast library
-    (``_FAST_JSON_MODULE``) reads a text whose every character it would write itself; the
+    (``_LOADS``) reads a text whose every character it would write itself; the
     strict scanner reads any other."""
-    if _LOADS is not None and _DUMPS is not None:
-        span = text[start:stop]
-        try:
-            value = _LOADS(span)
-            if type(value) is dict and _DUMPS(value, option=_SORTED) == span.encode():
-                return value
-        except (ValueError, TypeError):  # not JSON to it, or not what it writes
-            pass
+    span = text[start:stop]
+    try:
+        value = _LOADS(span)
+        if type(value) is dict and _DUMPS(value, option=_SORTED) == span.encode():
+            return value
+    except (ValueError, TypeError):  # not JSON to it, or not what it writes
+        pass
     # Deep nesting is the general path's to refuse or not: its depth limit is the interpreter's
     # recursion limit less the frames above it, and a compiled reader has fewer frames (an
     # output 994 deep was read here and refused there). An object that opens more than
@@ -702,11 +695,6 @@ def _object(text: str, start: int, stop: int) -> dict[str, Any] | None:
     except (StopIteration, ValueError, RecursionError):  # ProtocolError (a hook's) too
         return None
     return value if type(value) is dict and end == stop else None
-
-
-#: The nesting the fast readers read at most: the fast library's writer refuses deeper
-#: (documented: 255 levels); the scanner is given no more opening brackets than that.
-_FAST_DEPTH: Final = 255
 
 
 def _fast_result(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Result] | None:

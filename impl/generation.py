@@ -12,15 +12,20 @@ from typing import TypeGuard
 Generation = tuple[int, int]
 #: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
 MAX_GENERATION_PART = 2**63 - 1
+#: Below this, a part is in range at a glance: compiled, a smaller integer is a machine word
+#: (``MAX_GENERATION_PART`` is not, and a comparison with it goes through Python's objects).
+_SMALL = 2**60
 
 
 def valid_generation(value: object) -> bool:
     """Whether ``value`` is a generation: two whole numbers ``(epoch, counter)`` in
     ``0..MAX_GENERATION_PART`` (a JSON array of two integers on the wire)."""
-    if not isinstance(value, tuple | list) or len(value) != 2:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
         return False
-    epoch, counter = value
+    epoch, counter = value[0], value[1]
     if type(epoch) is int and type(counter) is int:  # the common case, without ``whole``
+        if 0 <= epoch < _SMALL and 0 <= counter < _SMALL:  # (compiled: no big-integer compare)
+            return True
         return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
     return whole(epoch, MAX_GENERATION_PART) and whole(counter, MAX_GENERATION_PART)
 

@@ -97,9 +97,11 @@ MAX_COUNT = 2**63 - 1
 #: The largest exit status a STOP may carry.
 MAX_STATUS = 255
 
+#: The IDs as patterns: what ``valid_work_id`` and ``valid_task_id`` take, checked there in a
+#: few C calls (the tests hold each check to its pattern). State task IDs come from
+#: ``coordinator.state_task_id`` (hex today); any short printable ASCII token is accepted so
+#: that the wire does not second-guess the coordinator's format.
 _WORK_ID = re.compile(r"[0-9a-f]{64}")
-# State task IDs come from ``coordinator.state_task_id`` (hex today); accept any short printable
-# ASCII token so that the wire does not second-guess the coordinator's format.
 _TASK_ID = re.compile(r"[\x21-\x7e]{1,256}")
 
 
@@ -204,8 +206,34 @@ FROM_MASTER = frozenset({Tag.WORK, Tag.STOP})
 
 
 def valid_work_id(value: object) -> bool:
-    """Whether ``value`` is a work ID: 64 lowercase hexadecimal characters."""
-    return isinstance(value, str) and _WORK_ID.fullmatch(value) is not None
+    """Whether ``value`` is a work ID: 64 lowercase hexadecimal characters (``_WORK_ID``, here
+    in C calls: what ``bytes.hex`` writes of what they read as; 170 ns against the pattern's
+    230; tests/unit/test_fast_paths.py holds the two equal on every ASCII character)."""
+    if not isinstance(value, str) or len(value) != 64:
+        return False
+    try:  # (``fromhex`` skips whitespace and reads capitals: then the text written differs)
+        return _HEX(_FROMHEX(value)) == value
+    except ValueError:  # not hexadecimal
+        return False
+
+
+#: The C calls of the ID checks, looked up once (compiled, a method call looks up its name).
+_FROMHEX: Final = bytes.fromhex
+_HEX: Final = bytes.hex
+_ISASCII: Final = str.isascii
+_ISPRINTABLE: Final = str.isprintable
+
+
+def valid_task_id(value: object) -> bool:
+    """Whether ``value`` is a state task ID: 1 to 256 printable ASCII characters but a space
+    (``_TASK_ID``, here in C calls, as ``valid_work_id``)."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 256
+        and _ISASCII(value)
+        and _ISPRINTABLE(value)
+        and value.find(" ") < 0
+    )
 
 
 def claimed_work_id(data: bytes | bytearray | memoryview) -> WorkId | None:
@@ -351,9 +379,10 @@ def decode_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded]
     read such a message) is read whole: when a line of a multi-line ``data`` fails to decode
     and ``data`` decodes as one message, that message is the frame's only one.
 
-    A frame every line of which is in its fast reader's layout (``_fast_frame``: the frames
-    ``encode_frames`` writes) is read in one pass, without taking it apart first; any other
-    frame is read line by line (``_decode_lines``), which alone decides what is refused.
+    A frame every line of which the fast library reads as its own writing (``_fast_frame``:
+    the frames ``encode_frames`` writes) is read without ``split_frame``'s and ``decode``'s
+    checks a line; any other frame is read line by line (``_decode_lines``), which alone
+    decides what is refused.
     tests/unit/test_fast_paths.py holds the two equal."""
     fast = _fast_frame(tag, data, accept)
     return fast if fast is not None else _decode_lines(tag, data, accept)
@@ -382,32 +411,27 @@ def _decode_lines(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded
 
 
 def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] | None:
-    """The messages of a frame whose every line its tag's fast reader takes (``_FAST_READERS``,
-    each line ending at a newline or at the frame's end), read in place over the frame's text:
-    what ``_decode_lines`` reads of it, without the split, the copies and ``decode``'s checks a
-    line (issue 19: a message's reading was a sixth of the master's time a task). None for any
-    other frame (``_decode_lines`` decides): one over ``MAX_MESSAGE_BYTES`` (so no line of it is
-    over the limit either), one not ASCII (a line's bytes are then the same slice of ``data`` as
-    of its text), a blank line, a line the fast reader leaves, more than
+    """The messages of a frame whose every line the fast library reads as its own writing
+    (``_canonical``) and whose every message passes its checks (``_message``): what
+    ``_decode_lines`` reads of it, without ``split_frame``'s and ``decode``'s checks a line
+    (issue 19: a message's reading was a sixth of the master's time a task). None for any other
+    frame (``_decode_lines`` decides, and names what is wrong): one over ``MAX_MESSAGE_BYTES``
+    (so no line of it is over the limit either), a tag not framed or not taken here, a blank
+    line, a line the fast library reads otherwise or a check refuses, more than
     ``MAX_FRAME_MESSAGES`` messages."""
     kind = _TAGS.get(tag) if type(tag) is int or type(tag) is Tag else None
-    reader = _FAST_READERS.get(kind) if kind is not None and kind in accept else None
-    if reader is None or len(data) > MAX_MESSAGE_BYTES or not data.isascii():
+    if kind is None or kind not in FRAMED or kind not in accept or len(data) > MAX_MESSAGE_BYTES:
         return None
-    text = data.decode("ascii")
-    end = len(text)
     out: list[Decoded] = []
-    pos = 0
-    while pos < end:
-        read = reader(text, pos, True)
-        if read is None:
+    for line in data.split(b"\n"):
+        doc = _canonical(line)
+        if doc is None:
             return None
-        stop, message = read
-        out.append((data[pos:stop], message))
-        pos = stop + 1  # past the newline (or the frame's end)
-    if not out or len(out) > MAX_FRAME_MESSAGES:
-        return None
-    return out
+        try:
+            out.append((line, _message(kind, doc)))
+        except ProtocolError:
+            return None
+    return out if len(out) <= MAX_FRAME_MESSAGES else None
 
 
 def work_text(work_id: object, state_task_id: object, payload_json: str) -> str | None:
@@ -542,218 +566,50 @@ def _result_bytes(msg: Message) -> bytes | None:
     ).encode()
 
 
-_FIELDS: dict[Tag, tuple[frozenset[str], frozenset[str]]] = {
+_FIELDS: Final[dict[Tag, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     # tag: (required fields, optional fields), besides "v" and "type"
-    Tag.WORK: (frozenset({"work_id", "state_task_id", "payload"}), frozenset({"generation"})),
-    Tag.RESULT: (
-        frozenset({"work_id", "ok", "cpu_s", "output"}),
-        frozenset({"state_task_id", "generation"}),
-    ),
-    Tag.STOP: (frozenset(), frozenset({"status"})),
-    Tag.BYE: (frozenset({"results"}), frozenset()),
+    Tag.WORK: (("work_id", "state_task_id", "payload"), ("generation",)),
+    Tag.RESULT: (("work_id", "ok", "cpu_s", "output"), ("state_task_id", "generation")),
+    Tag.STOP: ((), ("status",)),
+    Tag.BYE: (("results",), ()),
 }
-
-
-#: Every field a message of each tag may carry, "v" and "type" included; each tag by its
-#: number and its ``"type"`` name (looked up once, not per message).
-_ALLOWED = {
-    tag: required | optional | {"v", "type"} for tag, (required, optional) in _FIELDS.items()
-}
-_TAGS = {int(tag): tag for tag in Tag}
-_TYPE_NAMES = {tag: tag.name.lower() for tag in Tag}
+#: Each tag by its number and its ``"type"`` name (looked up once, not per message).
+_TAGS: Final = {int(tag): tag for tag in Tag}
+_TYPE_NAMES: Final = {tag: tag.name.lower() for tag in Tag}
 
 #: Strict JSON for messages: a duplicate field or a NaN is a malformed message.
 _STRICT = strict_hooks(ProtocolError, "field {} appears twice")
 #: Built once: ``json.loads`` with hooks builds a decoder at every call.
 _DECODER = json.JSONDecoder(**_STRICT)
-#: Its scanner, the instance attribute ``JSONDecoder.raw_decode`` calls (not in the typed
-#: interface): one JSON value at an index, and where it ends.
-_SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
-
-
-#: A RESULT exactly as ``encode`` writes it (keys sorted, no spaces) with values in the plain
-#: spellings below: read by ``_fast_result`` with one match, a few string searches and one JSON
-#: reading of the output instead of the JSON machinery and the field checks. The parts that
-#: could hold something unusual are narrowed so that a reading is always a message the general
-#: path accepts with the same values: ``cpu_s`` a non-negative number without a sign, the
-#: generation's parts at most 19 digits, the state task ID without a quote or a backslash (its
-#: text is then its value). The head runs up to ``"output":``, where one JSON object starts;
-#: the rest of the line is the tail below, read from the line's end backwards (``_read``), so
-#: that the object is the text between the two, read once (``_object``).
-_RESULT_HEAD = re.compile(
-    r'\{"cpu_s":((?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?),'
-    r'(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?'
-    r'"ok":(true|false),"output":'
-)
-_WORK_HEAD = re.compile(
-    r'\{(?:"generation":\[(0|[1-9][0-9]{0,18}),(0|[1-9][0-9]{0,18})\],)?"payload":'
-)
-#: The tails of the fast layouts: ``,"state_task_id":"T"`` (optional in a RESULT), then the
-#: fixed text below, the work ID (``_WORK_ID``) and ``"}``.
-_TASK_FIELD: Final = ',"state_task_id":"'
-_RESULT_FIXED: Final = ',"type":"result","v":1,"work_id":"'
-_WORK_FIXED: Final = ',"type":"work","v":1,"work_id":"'
-#: A state task ID whose text is its value: printable ASCII but a space, a quote or a backslash
-#: (``_read`` checks it without this pattern; the tests check the two agree).
-_PLAIN_TASK = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
 
 
 #: The fast JSON library (issue 19: the standard library's scanner took 1.7 us of a worker's
-#: 8 for a WORK's payload of nine fields): ``orjson``'s reading of an object is taken only for
-#: a text that is exactly what its writer makes of that reading, keys sorted (``_object``):
-#: such a text has no duplicate key, no NaN, no number that reads as infinity or as a float
-#: where the general path reads an integer, and nothing but the object, so the general path
-#: reads it the same. Nor does it nest deeper than ``_FAST_DEPTH``: the writer refuses that
-#: (``JSONEncodeError``, documented), far inside the strict scanner's recursion limit from
-#: where the loops call the readers (a caller already some 750 Python frames deep could see the
-#: general path refuse what is read here). Any other object the strict scanner reads.
+#: 8 for a WORK's payload of nine fields, and a RESULT's reading was a sixth of the master's
+#: time a task). Its reading of a message is taken only for bytes that are exactly what its
+#: writer makes of that reading, keys sorted (``_canonical``): such a text has no duplicate
+#: key, no NaN, no number that reads as infinity or as a float where the general path reads an
+#: integer (a misrounded float would be written back otherwise), no escape but those it writes,
+#: no space, nothing but the object, and is UTF-8; so the strict decoder reads it the same,
+#: value for value and type for type, and the message's checks (``_message``) run on either
+#: reading alike. Nor does it nest deeper than the writer's limit (255 levels, documented; it
+#: refuses deeper with ``JSONEncodeError``), far inside the strict decoder's recursion limit
+#: from where the loops call ``decode`` (a caller already some 750 Python frames deep could see
+#: the general path refuse what is read here). Any other text the strict decoder reads.
 _LOADS: Final = orjson.loads
 _DUMPS: Final = orjson.dumps
 _SORTED: Final = orjson.OPT_SORT_KEYS
-#: The nesting the fast readers read at most: the fast library's writer refuses deeper
-#: (documented: 255 levels); the scanner is given no more opening brackets than that.
-_FAST_DEPTH: Final = 255
-
-#: A fast reader: where the message at ``pos`` of a text ends and the message, or None when it
-#: is not in the reader's layout there (``_read``'s arguments after the text).
-FastRead = Callable[[str, int, bool], "tuple[int, Message] | None"]
 
 
-def _read(
-    text: str, pos: int, in_frame: bool, head: re.Pattern[str], fixed: str
-) -> tuple[re.Match[str], dict[str, Any], str | None, str, int] | None:
-    """The head, the JSON object, the state task ID (None when the tail has none), the work ID
-    and the end of the message at ``pos`` of ``text`` in a fast reader's layout, or None. The
-    message ends at the text's end, or in a frame (``in_frame``) at the first newline after the
-    head (a frame's lines hold none); its tail is read backwards from there: ``"}``, the work
-    ID, ``fixed``, and the state task field when the character before ``fixed`` is a quote (an
-    object ends with a brace). The object is the text between the head and the tail, and must
-    be one JSON object the general path reads (``_object``)."""
-    h = head.match(text, pos)
-    if h is None:
-        return None
-    start = h.end()
-    end = text.find("\n", start) if in_frame else -1
-    if end < 0:
-        end = len(text)
-    tail = end - 66 - len(fixed)  # where ``fixed`` must start, after an object of 2 or more
-    if (
-        tail < start + 2  # (so that no index below is negative: one counts from the end)
-        or text.find('"}', end - 2, end) < 0
-        or text.find(fixed, tail, tail + len(fixed)) < 0
-    ):
-        return None
-    work_id = text[end - 66 : end - 2]
-    try:  # 64 lowercase hex digits: what ``bytes.hex`` writes of what they read as (``_WORK_ID``)
-        if bytes.fromhex(work_id).hex() != work_id:  # (170 ns, the pattern's match 230)
-            return None
-    except ValueError:
-        return None
-    stop = tail  # where the object ends
-    task: str | None = None
-    if text[tail - 1] == '"':
-        quote = text.rfind('"', start, tail - 1)  # opens the task ID, which holds no quote
-        stop = quote + 1 - len(_TASK_FIELD)  # (none found, -1: below ``start`` too)
-        if stop < start + 2 or text.find(_TASK_FIELD, stop, quote + 1) < 0:
-            return None
-        task = text[quote + 1 : tail - 1]  # (no quote in it: ``rfind``)
-        if not (
-            0 < len(task) <= 256  # ``_PLAIN_TASK`` in C calls (150 ns, its match 190)
-            and task.isascii()
-            and task.isprintable()
-            and task.find(" ") < 0
-            and task.find("\\") < 0
-        ):
-            return None
-    value = _object(text, start, stop)
-    if value is None:
-        return None
-    return h, value, task, work_id, end
-
-
-def _object(text: str, start: int, stop: int) -> dict[str, Any] | None:
-    """The JSON object that is exactly ``text[start:stop]``, as the general path reads it, or
-    None when that text is not one JSON object the strict decoder accepts. The fast library
-    (``_LOADS``) reads a text whose every character it would write itself; the
-    strict scanner reads any other."""
-    span = text[start:stop]
+def _canonical(data: bytes) -> dict[str, Any] | None:
+    """The JSON object ``data`` holds when ``data`` is exactly the fast library's sorted
+    writing of its reading (see ``_LOADS``), else None: the strict decoder decides."""
     try:
-        value = _LOADS(span)
-        if type(value) is dict and _DUMPS(value, option=_SORTED) == span.encode():
-            return value
-    except (ValueError, TypeError):  # not JSON to it, or not what it writes
+        doc = _LOADS(data)
+        if type(doc) is dict and _DUMPS(doc, option=_SORTED) == data:
+            return doc
+    except (ValueError, TypeError):  # not JSON to it, or nothing it writes
         pass
-    # Deep nesting is the general path's to refuse or not: its depth limit is the interpreter's
-    # recursion limit less the frames above it, and a compiled reader has fewer frames (an
-    # output 994 deep was read here and refused there). An object that opens more than
-    # ``_FAST_DEPTH`` arrays or objects (strings counted too: fewer read here, never a wrong
-    # reading) is left to it, as the fast library's writer leaves it.
-    if text.count("[", start, stop) + text.count("{", start, stop) > _FAST_DEPTH:
-        return None
-    try:
-        value, end = _SCAN_ONCE(text, start)
-    except (StopIteration, ValueError, RecursionError):  # ProtocolError (a hook's) too
-        return None
-    return value if type(value) is dict and end == stop else None
-
-
-def _fast_result(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Result] | None:
-    """Where the RESULT at ``pos`` of ``text`` ends and the RESULT, when it is in the layout of
-    ``_RESULT_HEAD`` and the tail (``_read``), else None (the general path decides, and names
-    what is wrong). The values are those the general path reads from such a text
-    (tests/unit/test_fast_paths.py compares the two on written and hostile messages)."""
-    read = _read(text, pos, in_frame, _RESULT_HEAD, _RESULT_FIXED)
-    if read is None:
-        return None
-    head, output, task, work_id, end = read
-    cpu_text, epoch, counter, ok = head.group(1, 2, 3, 4)
-    cpu = float(cpu_text)
-    if cpu > MAX_CPU_S:  # (the layout has no sign: never below 0, never NaN)
-        return None
-    in_range, generation = _generation(epoch, counter)
-    if not in_range:
-        return None
-    result = Result(
-        WorkId(work_id),
-        None if task is None else StateTaskId(task),
-        ok == "true",
-        cpu,
-        output,
-        generation,
-    )
-    return end, result
-
-
-def _fast_work(text: str, pos: int = 0, in_frame: bool = False) -> tuple[int, Work] | None:
-    """Where the WORK at ``pos`` of ``text`` ends and the WORK, when it is in the layout of
-    ``_WORK_HEAD`` and the tail, else None (as ``_fast_result``; a worker's CPU is the
-    master's loss where ranks share cores)."""
-    read = _read(text, pos, in_frame, _WORK_HEAD, _WORK_FIXED)
-    if read is None:
-        return None
-    head, payload, task, work_id, end = read
-    in_range, generation = _generation(head.group(1), head.group(2))
-    if not in_range or task is None:
-        return None
-    return end, Work(WorkId(work_id), StateTaskId(task), payload, generation)
-
-
-def _generation(epoch: str | None, counter: str | None) -> tuple[bool, Generation | None]:
-    """Whether the generation a fast reader matched is in range (the general path refuses one
-    beyond ``MAX_GENERATION_PART``), and the generation (None: the message has none)."""
-    if epoch is None or counter is None:
-        return True, None
-    generation = (int(epoch), int(counter))
-    ok = generation[0] <= MAX_GENERATION_PART and generation[1] <= MAX_GENERATION_PART
-    return ok, generation
-
-
-#: The fast reader of each tag that has one (the general path reads the rest): of one message
-#: (``decode``) and of each line of a frame (``_fast_frame``).
-_FAST_READERS: dict[Tag, FastRead] = {
-    Tag.WORK: _fast_work,
-    Tag.RESULT: _fast_result,
-}
+    return None
 
 
 def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag]) -> Message:
@@ -773,13 +629,18 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
             raise ProtocolError(f"unknown message tag {tag}") from None
     if kind not in accept:
         raise ProtocolError(f"unexpected {kind.name} message on this side")
+    raw = data if type(data) is bytes else bytes(data)
+    doc = _canonical(raw)
+    return _message(kind, _strict_document(kind, raw) if doc is None else doc)
+
+
+def _strict_document(kind: Tag, data: bytes) -> dict[str, Any]:
+    """The JSON object ``data`` holds, read by the strict decoder (any text ``_canonical`` does
+    not take), or ``ProtocolError`` naming what is wrong: not UTF-8, not JSON, not an object."""
     try:
-        text = bytes(data).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{kind.name} message is not UTF-8: {exc.reason}") from None
-    fast = _FAST_READERS.get(kind)
-    if fast is not None and (read := fast(text, 0, False)) is not None:
-        return read[1]
     try:
         # json.loads's one check beyond the decoder's: a BOM, refused with its own message
         doc = json.loads(text, **_STRICT) if text[:1] == "\ufeff" else _DECODER.decode(text)
@@ -791,20 +652,38 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         raise ProtocolError(f"{kind.name} message nests too deeply") from None
     if not isinstance(doc, dict):
         raise ProtocolError(f"{kind.name} message is not a JSON object")
+    return doc
+
+
+def _message(kind: Tag, doc: dict[str, Any]) -> Message:
+    """The message of tag ``kind`` that the JSON object ``doc`` is, validated (version, type,
+    field names and types, the ID formats, the ranges), or ``ProtocolError`` naming the first
+    thing wrong. One reading of either JSON reader (``decode``)."""
     version = doc.get("v")
-    if version != PROTOCOL_VERSION or isinstance(version, bool):
+    if not (type(version) is int and version == PROTOCOL_VERSION) and (  # (in C, the usual)
+        version != PROTOCOL_VERSION or isinstance(version, bool)  # 1.0 is 1, True is not
+    ):
         raise ProtocolError(
-            f"{kind.name} message has protocol version {version!r}; this side speaks {PROTOCOL_VERSION}"
+            f"{kind.name} message has protocol version {version!r}; this side speaks "
+            f"{PROTOCOL_VERSION}"
         )
-    if doc.get("type") != _TYPE_NAMES[kind]:
-        raise ProtocolError(f"tag {kind.name} carries a payload of type {doc.get('type')!r}")
+    name = _TYPE_NAMES[kind]
+    typed = doc.get("type")
+    if type(typed) is not str or typed != name:  # (a JSON reading: a string is a str)
+        raise ProtocolError(f"tag {kind.name} carries a payload of type {typed!r}")
+    # Every required field, and no field but those and the optional ones: with "v" and "type"
+    # there (above), that is the required fields there and as many fields as they, the
+    # optional ones there and those two make (a few lookups, no sets).
     required, optional = _FIELDS[kind]
-    keys = doc.keys()
-    if not (required <= keys and keys <= _ALLOWED[kind]):
+    fields = 2 + len(required)
+    for field_name in optional:
+        if field_name in doc:
+            fields += 1
+    if len(doc) != fields or not all(field_name in doc for field_name in required):
         present = set(doc) - {"v", "type"}
-        if missing := sorted(required - present):
+        if missing := sorted(set(required) - present):
             raise ProtocolError(f"{kind.name} message lacks {', '.join(missing)}")
-        if unknown := sorted(present - required - optional):
+        if unknown := sorted(present - set(required) - set(optional)):
             raise ProtocolError(f"{kind.name} message has unknown field(s) {', '.join(unknown)}")
     if kind is Tag.STOP:
         status = doc.get("status", 0)
@@ -824,7 +703,7 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
             f"{kind.name} work_id must be 64 lowercase hex characters, got {work_id!r:.80}"
         )
     task = doc.get("state_task_id")
-    if task is not None and not (isinstance(task, str) and _TASK_ID.fullmatch(task)):
+    if task is not None and not valid_task_id(task):
         raise ProtocolError(f"{kind.name} state_task_id is not a task ID: {task!r:.80}")
     gen = doc.get("generation")
     if gen is not None and not valid_generation(gen):
@@ -843,7 +722,8 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
     ok, cpu, output = doc["ok"], doc["cpu_s"], doc["output"]
     if not isinstance(ok, bool):
         raise ProtocolError(f"RESULT ok must be true or false, got {ok!r:.40}")
-    if not isinstance(cpu, int | float) or isinstance(cpu, bool) or not 0 <= cpu <= MAX_CPU_S:
+    number = type(cpu)  # (a JSON reading: exactly int or float; True is a bool, not a number)
+    if (number is not float and number is not int) or not 0 <= cpu <= MAX_CPU_S:
         raise ProtocolError(
             f"RESULT cpu_s must be a finite number in 0..{MAX_CPU_S:g} (seconds), got {cpu!r:.40}"
         )

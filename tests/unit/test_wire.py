@@ -21,6 +21,7 @@ from leasefence.impl.wire import (
     Tag,
     Work,
     WorkId,
+    _canonical,
     decode,
     encode,
 )
@@ -54,7 +55,10 @@ def test_an_old_protocol_result_without_a_state_id_decodes_with_none() -> None:
     assert msg.cpu_s == 1.0
 
 
-def _result(**change: Any) -> bytes:
+def _result(compact: bool = False, **change: Any) -> bytes:
+    """A RESULT with ``change`` made (``...``: the field left out), in ``json.dumps``'s default
+    spelling, or ``compact``: keys sorted and no spaces, as ``encode`` and the fast library
+    write, so that the fast reading takes it (``wire._canonical``)."""
     doc: dict[str, Any] = {
         "v": 1,
         "type": "result",
@@ -69,6 +73,8 @@ def _result(**change: Any) -> bytes:
             del doc[key]
         else:
             doc[key] = value
+    if compact:
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     return json.dumps(doc).encode()
 
 
@@ -108,6 +114,84 @@ def test_decode_rejects_a_malformed_message_naming_what_is_wrong(
 ) -> None:
     with pytest.raises(ProtocolError, match=reason):
         decode(tag, data, FROM_WORKER)
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["spaced", "compact"])
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"generation": [2**63, 0]}, "generation must be"),
+        ({"generation": [0, 2**63]}, "generation must be"),
+        ({"generation": [2**64, 2**64]}, "generation must be"),
+        ({"generation": [-1, 0]}, "generation must be"),
+        ({"generation": [1, 2, 3]}, "generation must be"),
+        ({"generation": [1]}, "generation must be"),
+        ({"generation": [True, 0]}, "generation must be"),
+        ({"generation": [1.0, 2]}, "generation must be"),
+        ({"generation": "1,2"}, "generation must be"),
+        ({"cpu_s": 1e13}, "cpu_s must be"),
+        ({"cpu_s": -0.5}, "cpu_s must be"),
+        ({"cpu_s": None}, "cpu_s must be"),
+        ({"state_task_id": ""}, "not a task ID"),
+        ({"state_task_id": "x" * 257}, "not a task ID"),
+        ({"state_task_id": "a\u00e9"}, "not a task ID"),
+        ({"state_task_id": "a\tb"}, "not a task ID"),
+        ({"work_id": W[:-1]}, "work_id must be"),
+        ({"work_id": W + "0"}, "work_id must be"),
+        ({"work_id": " " + W[1:]}, "work_id must be"),
+        ({"work_id": None}, "work_id must be"),
+        ({"output": ...}, "lacks output"),
+        ({"work_id": ..., "cpu_s": ...}, "lacks cpu_s, work_id"),
+        ({"extra": 1}, "unknown field"),
+        ({"state_task_id": ..., "extra": 1}, "unknown field"),
+        ({"type": "work"}, "carries a payload of type 'work'"),
+        ({"type": None}, "carries a payload of type None"),
+        ({"v": 2}, "protocol version 2"),
+        ({"v": ...}, "protocol version None"),
+        ({"ok": None}, "ok must be true or false"),
+    ],
+)
+def test_a_result_field_out_of_its_range_is_refused_in_either_spelling(
+    change: dict[str, Any], reason: str, compact: bool
+) -> None:
+    """Fails if a RESULT out of range, of the wrong type, lacking a field or with one too many
+    is read, in the spelling the general path reads or in the one the fast library takes:
+    both readings go through the same checks (``wire._message``), which these name."""
+    data = _result(compact, **change)
+    # the compact spelling is the fast library's, but for a number or a text it writes otherwise
+    fast = change.get("generation") != [2**64, 2**64] and change.get("state_task_id") != "a\u00e9"
+    assert (_canonical(data) is not None) == (compact and fast)
+    with pytest.raises(ProtocolError, match=reason):
+        decode(Tag.RESULT, data, FROM_WORKER)
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["spaced", "compact"])
+@pytest.mark.parametrize(
+    ("change", "read"),
+    [
+        ({"generation": [2**63 - 1, 0]}, ((2**63 - 1, 0), 0.5, T)),
+        ({"generation": [0, 2**63 - 1]}, ((0, 2**63 - 1), 0.5, T)),
+        ({"generation": [2**60, 2**60 - 1]}, ((2**60, 2**60 - 1), 0.5, T)),
+        ({"cpu_s": 10**12}, (None, 1e12, T)),
+        ({"cpu_s": 0}, (None, 0.0, T)),
+        ({"state_task_id": None}, (None, 0.5, None)),
+        ({"state_task_id": ...}, (None, 0.5, None)),
+        ({"state_task_id": "~" * 256}, (None, 0.5, "~" * 256)),
+        ({"v": 1.0}, (None, 0.5, T)),
+    ],
+)
+def test_a_result_at_the_edge_of_its_ranges_is_read_in_either_spelling(
+    change: dict[str, Any], read: tuple[Any, float, str | None], compact: bool
+) -> None:
+    """Fails if a RESULT at the edge of a range (a generation part of 2**63-1, the largest cpu
+    time) or with an optional field null or left out is refused, or read with another value
+    or type (an integer cpu time is read as a float)."""
+    data = _result(compact, **change)
+    assert (_canonical(data) is not None) == compact
+    msg = decode(Tag.RESULT, data, FROM_WORKER)
+    assert isinstance(msg, Result)
+    assert (msg.generation, msg.cpu_s, msg.state_task_id) == read
+    assert type(msg.cpu_s) is float
 
 
 def test_a_worker_refuses_a_work_message_without_a_state_task() -> None:

@@ -12,8 +12,7 @@ from typing import TypeGuard
 Generation = tuple[int, int]
 #: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
 MAX_GENERATION_PART = 2**63 - 1
-#: Below this, a part is in range at a glance: compiled, a smaller integer is a machine word
-#: (``MAX_GENERATION_PART`` is not, and a comparison with it goes through Python's objects).
+#: Below this, a part is in range at a glance (``_in_range``).
 _SMALL = 2**60
 
 
@@ -24,9 +23,7 @@ def valid_generation(value: object) -> bool:
         return False
     epoch, counter = value[0], value[1]
     if type(epoch) is int and type(counter) is int:  # the common case, without ``whole``
-        if 0 <= epoch < _SMALL and 0 <= counter < _SMALL:  # (compiled: no big-integer compare)
-            return True
-        return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
+        return _in_range(epoch, counter)
     return whole(epoch, MAX_GENERATION_PART) and whole(counter, MAX_GENERATION_PART)
 
 
@@ -34,14 +31,21 @@ def plain_generation(value: object) -> TypeGuard[Generation | None]:
     """Whether ``value`` is None or a generation as the master makes one: a ``tuple`` of exactly
     two ``int`` in range. The fast checks' test (the journal's, the coordinator's and the
     record writers'): where it says no, ``valid_generation`` and the named checks decide."""
-    return value is None or (
-        type(value) is tuple
-        and len(value) == 2
-        and type(value[0]) is int
-        and type(value[1]) is int
-        and 0 <= value[0] <= MAX_GENERATION_PART
-        and 0 <= value[1] <= MAX_GENERATION_PART
-    )
+    if value is None:
+        return True
+    if type(value) is not tuple or len(value) != 2:
+        return False
+    epoch, counter = value[0], value[1]
+    return type(epoch) is int and type(counter) is int and _in_range(epoch, counter)
+
+
+def _in_range(epoch: int, counter: int) -> bool:
+    """Whether both parts are in ``0..MAX_GENERATION_PART``: compiled, a part under ``_SMALL``
+    is compared as a machine word (``MAX_GENERATION_PART`` is not one, and a comparison with it
+    goes through Python's objects: a thousand instructions a generation)."""
+    if 0 <= epoch < _SMALL and 0 <= counter < _SMALL:
+        return True
+    return 0 <= epoch <= MAX_GENERATION_PART and 0 <= counter <= MAX_GENERATION_PART
 
 
 def whole(value: object, maximum: int) -> bool:

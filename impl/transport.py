@@ -365,9 +365,10 @@ def frame_bytes(environ: Mapping[str, str] = os.environ) -> int:
     """How large a frame a sender makes (``wire.frames``' ``limit``): what one cell of MPICH's
     shared-memory queue carries (``CELL_SIZE_ENV``, 8 KiB unless set), less 256 bytes for its
     header, and at least 256. A larger message goes through several cells and a protocol that
-    needs the receiver: its blocking ``Send`` waits for the other rank, which is busy
-    (measured, 20,000 trivial tasks on 3 ranks: rank 0's CPU 30 us a task with frames of 8,100
-    bytes, 80 us with 8,192 and beyond). A value that is not a whole number of bytes is
+    needs the receiver: it completes only once the other rank, which is busy, takes it
+    (measured with blocking sends, 20,000 trivial tasks on 3 ranks: rank 0's CPU 30 us a task
+    with frames of 8,100 bytes, 80 us with 8,192 and beyond; ``MpiTransport`` now posts its
+    sends, so that such a message never blocks the master, only waits). A value that is not a whole number of bytes is
     ignored with a warning naming it (MPICH itself would refuse it). A frame of one message is
     sent whatever its size: the limit only decides how many messages share a frame."""
     cell = DEFAULT_CELL_BYTES
@@ -390,29 +391,62 @@ def mpi_send(comm: Any, dest: int, tag: int, data: bytes) -> None:
 
 
 class MpiTransport:
-    """The master's side of MPI: rank 0 of ``comm`` talks to ranks 1..size-1."""
+    """The master's side of MPI: rank 0 of ``comm`` talks to ranks 1..size-1.
+
+    The master never blocks in a send: a message larger than MPI's eager limit (MPICH: one cell
+    of its shared-memory queue, 8 KiB) is sent only once its receiver takes it, and a worker
+    sending such a RESULT waits, in its blocking send, for the master to receive it. A blocking
+    send of such a WORK to that worker then waited for the worker: both waited for ever (a WORK
+    payload and an output of 10 kB each hung a 3-rank job at once). So every send is posted
+    (``Isend``) and kept with its bytes until it completes (``_sending``); an eager send is
+    complete when posted, and nothing is kept. The workers' sends may block: the master always
+    comes back to receive. MPI keeps the order of two messages to one rank however they were
+    sent, so a STOP still comes after the WORKs before it."""
 
     def __init__(self, comm: Any, poll: PollPolicy | None = None) -> None:
         self.comm = comm
         self.poll = poll if poll is not None else guess_policy(comm)
         self._ranks = tuple(Rank(r) for r in range(1, comm.Get_size()))
         self.frame_bytes = frame_bytes()
+        #: Each posted send not known to be complete, with the bytes it sends (which must live
+        #: until it is). At most the frames in flight to the workers: the pipeline bounds them.
+        self._sending: list[tuple[Any, bytes]] = []
 
     @property
     def worker_ranks(self) -> tuple[Rank, ...]:
         return self._ranks
 
+    @property
+    def sending(self) -> int:
+        """How many posted sends are not known to be complete yet."""
+        self._reap()
+        return len(self._sending)
+
     def send(self, rank: Rank, msg: Message) -> None:
         tag, data = encode(msg)
-        mpi_send(self.comm, rank, tag, data)
+        self._post(rank, tag, data)
 
     def send_many(self, rank: Rank, msgs: Sequence[Message]) -> None:
         tag, framed = encode_frames(msgs, self.frame_bytes)
         for frame in framed:
-            mpi_send(self.comm, rank, tag, frame)
+            self._post(rank, tag, frame)
+
+    def _post(self, rank: Rank, tag: int, data: bytes) -> None:
+        lib = mpi()
+        request = self.comm.Isend([data, lib.BYTE], dest=rank, tag=tag)
+        if self._sending:
+            self._reap()
+        if not request.Test():  # (an eager send is complete at once)
+            self._sending.append((request, data))
+
+    def _reap(self) -> None:
+        """Forget the sends that have completed (``Test`` frees each one's request)."""
+        self._sending = [(request, data) for request, data in self._sending if not request.Test()]
 
     def receive(self, timeout: float) -> Envelope | None:
         lib = mpi()
+        if self._sending:
+            self._reap()
         return mpi_receive(self.comm, lib.ANY_SOURCE, timeout, self.poll)
 
     def ready(self) -> Envelope | None:

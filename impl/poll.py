@@ -24,8 +24,13 @@ Modes (``leasefence run --poll``):
            runs of each interleaved, compiled: 14.3-17.7 us a round trip with the workers'
            spin, 10.8-11.6 without it and with their sleeps capped at 50 µs; the master waited
            for results 3.7-6.1 us a round trip, then 0.8-1.1). A worker that waits long wakes
-           about 7,000 times a second (a 50 µs sleep lasts 0.1-0.15 ms with the kernel's timer
-           slack), about 1-2 % of a core; the master 5,000 times.
+           about 7,000 to 10,000 times a second (a 20-50 µs sleep lasts 0.1-0.13 ms with the
+           kernel's timer slack), and on the 2-core VM each wake costs about 20 µs of CPU
+           (``/proc/self/schedstat``, 3,000 sleeps in a loop; 33 µs after a 0.2 ms sleep): a
+           fifth of a core for each waiting worker, which the master competes with. Sleeps up
+           to 0.2 ms woke less often, but the master then waited for results longer (10.1-10.3 ->
+           11.4-12.3 us a round trip, medians of 3); nor did a first sleep of half the last
+           wait help (measured beside a busy core only).
 ``spin``   poll without pause (lowest latency; a waiting rank holds a core).
 ``yield``  ``os.sched_yield`` between polls.
 ``sleep``  the old schedule: sleep 0.2 ms doubling to 5 ms.

@@ -27,7 +27,8 @@ Modes (``leasefence run --poll``):
            about 7,000 to 10,000 times a second (a 20-50 µs sleep lasts 0.1-0.13 ms with the
            kernel's timer slack), and on the 2-core VM each wake costs about 20 µs of CPU
            (``/proc/self/schedstat``, 3,000 sleeps in a loop; 33 µs after a 0.2 ms sleep): a
-           fifth of a core for each waiting worker, which the master competes with. Sleeps up
+           fifth of a core for each waiting worker (rank 0 pinned alone on a core ran no faster
+           for it: the scheduler already leaves the master a core of its own). Sleeps up
            to 0.2 ms woke less often, but the master then waited for results longer (10.1-10.3 ->
            11.4-12.3 us a round trip, medians of 3); nor did a first sleep of half the last
            wait help (measured beside a busy core only).

@@ -368,9 +368,10 @@ def frame_bytes(environ: Mapping[str, str] = os.environ) -> int:
     needs the receiver: it completes only once the other rank, which is busy, takes it
     (measured with blocking sends, 20,000 trivial tasks on 3 ranks: rank 0's CPU 30 us a task
     with frames of 8,100 bytes, 80 us with 8,192 and beyond; ``MpiTransport`` now posts its
-    sends, so that such a message never blocks the master, only waits). A value that is not a whole number of bytes is
-    ignored with a warning naming it (MPICH itself would refuse it). A frame of one message is
-    sent whatever its size: the limit only decides how many messages share a frame."""
+    sends, so that such a message never blocks the master, only waits). A value that is not a
+    whole number of bytes is ignored with a warning naming it (MPICH itself would refuse it). A
+    frame of one message is sent whatever its size: the limit only decides how many messages
+    share a frame."""
     cell = DEFAULT_CELL_BYTES
     for name in CELL_SIZE_ENV:
         text = environ.get(name)

@@ -205,6 +205,13 @@ FROM_WORKER = frozenset({Tag.RESULT, Tag.BYE})
 FROM_MASTER = frozenset({Tag.WORK, Tag.STOP})
 
 
+#: The C calls of the ID checks, looked up once (compiled, a method call looks up its name).
+_FROMHEX: Final = bytes.fromhex
+_HEX: Final = bytes.hex
+_ISASCII: Final = str.isascii
+_ISPRINTABLE: Final = str.isprintable
+
+
 def valid_work_id(value: object) -> bool:
     """Whether ``value`` is a work ID: 64 lowercase hexadecimal characters (``_WORK_ID``, here
     in C calls: what ``bytes.hex`` writes of what they read as; 170 ns against the pattern's
@@ -215,13 +222,6 @@ def valid_work_id(value: object) -> bool:
         return _HEX(_FROMHEX(value)) == value
     except ValueError:  # not hexadecimal
         return False
-
-
-#: The C calls of the ID checks, looked up once (compiled, a method call looks up its name).
-_FROMHEX: Final = bytes.fromhex
-_HEX: Final = bytes.hex
-_ISASCII: Final = str.isascii
-_ISPRINTABLE: Final = str.isprintable
 
 
 def valid_task_id(value: object) -> bool:

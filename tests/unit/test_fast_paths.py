@@ -2,9 +2,9 @@
 paths give: the journal record built from typed values (``records.owned_record``), the
 coordinator's typed lease and free records, the WORK joined from the catalogue's payload text
 and the RESULT joined from its values (``wire.encode``), the fast library's reading of a message
-and of a frame (``wire.decode``, ``wire.decode_frame``), and the catalogue's payload text. Each is compared with a reference made of
-plain ``json`` calls, or with the general path itself, on seeded random values and hostile ones
-(escapes, non-ASCII, bools, int subclasses, big integers, ``1e16``, ``-0.0``, NaN, infinities).
+and of a frame (``wire.decode``, ``wire.decode_frame``), and the catalogue's payload text. Each
+is compared with a reference made of plain ``json`` calls, or with the general path itself, on
+seeded random values and hostile ones (escapes, non-ASCII, bools, int subclasses, big integers, ``1e16``, ``-0.0``, NaN, infinities).
 """
 
 from __future__ import annotations

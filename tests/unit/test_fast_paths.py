@@ -4,7 +4,8 @@ coordinator's typed lease and free records, the WORK joined from the catalogue's
 and the RESULT joined from its values (``wire.encode``), the fast library's reading of a message
 and of a frame (``wire.decode``, ``wire.decode_frame``), and the catalogue's payload text. Each
 is compared with a reference made of plain ``json`` calls, or with the general path itself, on
-seeded random values and hostile ones (escapes, non-ASCII, bools, int subclasses, big integers, ``1e16``, ``-0.0``, NaN, infinities).
+seeded random values and hostile ones (escapes, non-ASCII, bools, int subclasses, big integers,
+``1e16``, ``-0.0``, NaN, infinities).
 """
 
 from __future__ import annotations

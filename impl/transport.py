@@ -435,14 +435,22 @@ class MpiTransport:
     def _post(self, rank: Rank, tag: int, data: bytes) -> None:
         lib = mpi()
         request = self.comm.Isend([data, lib.BYTE], dest=rank, tag=tag)
-        if self._sending:
-            self._reap()
-        if not request.Test():  # (an eager send is complete at once)
-            self._sending.append((request, data))
+        self._sending.append((request, data))  # (kept before any other call can raise)
+        if request.Test():  # an eager send is complete at once: nothing to keep
+            self._sending.pop()
 
     def _reap(self) -> None:
-        """Forget the sends that have completed (``Test`` frees each one's request)."""
-        self._sending = [(request, data) for request, data in self._sending if not request.Test()]
+        """Forget the sends that have completed, in one ``Testsome`` (which frees each one's
+        request): a ``Test`` each cost pipeline x workers calls a turn once WORKs were large,
+        each frame one WORK left pending until its worker took it (255 pending on 5 ranks:
+        38 us a pass, against 5 us; whole jobs 20-25 % slower)."""
+        lib = mpi()
+        done = lib.Request.Testsome([request for request, _ in self._sending])
+        if done is None:  # (MPI_UNDEFINED: no request was active any more)
+            self._sending.clear()
+        elif done:
+            gone = set(done)
+            self._sending = [kept for i, kept in enumerate(self._sending) if i not in gone]
 
     def receive(self, timeout: float) -> Envelope | None:
         lib = mpi()

@@ -24,6 +24,7 @@ from leasefence.impl.transport import (
     Envelope,
     InProcessTransport,
     ManualClock,
+    MpiTransport,
     Reply,
     deliver,
     master_dispatch,
@@ -556,3 +557,78 @@ def test_a_sender_keeps_its_frames_within_one_cell_of_mpichs_shared_memory_queue
     for f in framed[:-1]:  # each frame full: the next message would not have fitted
         taken += len(split_frame(Tag.WORK, f))
         assert len(f) + 1 + len(parts[taken]) > 8192 - 256
+
+
+class _Request:
+    """A posted send that completes when its receiver takes it (``taken``), or at once."""
+
+    def __init__(self, at_once: bool) -> None:
+        self.done = at_once
+
+    def Test(self) -> bool:  # noqa: N802 (mpi4py's name)
+        return self.done
+
+
+class _FakeMpi:
+    """Just what ``MpiTransport``'s sends call of ``mpi4py.MPI``."""
+
+    BYTE = "byte"
+    ANY_SOURCE = -1
+
+    class Request:
+        @staticmethod
+        def Testsome(requests: list[_Request]) -> list[int] | None:  # noqa: N802
+            if not requests:
+                return None  # (MPI_UNDEFINED: no active request)
+            return [i for i, r in enumerate(requests) if r.done]
+
+
+class _PostingComm:
+    """A communicator whose sends complete at once up to ``eager`` bytes, else when taken."""
+
+    def __init__(self, eager: int) -> None:
+        self.eager = eager
+        self.posted: list[tuple[int, int, bytes, _Request]] = []
+
+    def Get_size(self) -> int:  # noqa: N802
+        return 3
+
+    def Isend(self, buf: list[Any], dest: int, tag: int) -> _Request:  # noqa: N802
+        data = buf[0]
+        request = _Request(len(data) <= self.eager)
+        self.posted.append((dest, tag, data, request))
+        return request
+
+
+@pytest.mark.interpreted("patches transport.mpi, which a compiled MpiTransport does not read")
+def test_the_master_posts_its_sends_and_keeps_each_until_it_completes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fails if a send of the master's blocks (no ``Isend``), if one not complete when posted is
+    forgotten before it completes (its bytes must live until then), if a complete one is kept,
+    or if the order of the messages to a rank changes (a STOP after the WORKs before it)."""
+    monkeypatch.setattr(transport, "mpi", lambda: _FakeMpi)
+    comm = _PostingComm(eager=2000)
+    t = MpiTransport(comm, PollPolicy.of("auto", oversubscribed=True))
+    small = [_work(i) for i in range(3)]
+    t.send_many(Rank(1), small)  # one frame, under the eager size: complete at once
+    assert t._sending == []  # not kept even until the next reaping
+    big = Work(_work(9).work_id, _work(9).state_task_id, {"blob": "x" * 5000}, (1, 9))
+    t.send_many(Rank(2), [big])  # over it: pending until rank 2 takes it
+    t.send(Rank(2), Stop())
+    assert t.sending == 1
+    kept = t._sending[0]
+    assert kept[0] is comm.posted[1][3]  # the request, with the bytes it sends
+    assert kept[1] is comm.posted[1][2]
+    assert [(dest, tag) for dest, tag, _, _ in comm.posted] == [
+        (1, Tag.WORK), (2, Tag.WORK), (2, Tag.STOP)
+    ]  # fmt: skip
+    assert decode(Tag.WORK, comm.posted[1][2], FROM_MASTER) == big
+    other = Work(_work(8).work_id, _work(8).state_task_id, {"blob": "y" * 5000}, (1, 8))
+    t.send_many(Rank(1), [other])
+    assert t.sending == 2
+    comm.posted[1][3].done = True  # rank 2 takes its WORK; rank 1 has not taken its own yet
+    assert t.sending == 1
+    assert t._sending[0][0] is comm.posted[3][3]
+    comm.posted[3][3].done = True
+    assert t.sending == 0

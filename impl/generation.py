@@ -6,14 +6,14 @@ generations (``trace check``, the journal's records) does not import the wire's 
 
 from __future__ import annotations
 
-from typing import TypeGuard
+from typing import Final, TypeGuard
 
 #: A dispatch generation ``(epoch, counter)``: with the rank, the owner token of a lease.
 Generation = tuple[int, int]
 #: The largest epoch or counter a generation may carry (it must fit a signed 64-bit integer).
-MAX_GENERATION_PART = 2**63 - 1
+MAX_GENERATION_PART: Final = 2**63 - 1
 #: Below this, a part is in range at a glance (``_in_range``).
-_SMALL = 2**60
+_SMALL: Final = 2**60
 
 
 def valid_generation(value: object) -> bool:

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
 from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
@@ -45,7 +45,7 @@ log = logging.getLogger("leasefence.master")
 
 #: The dispatch transaction's steps, in order (the model's ``DISPATCH_STEPS``); a refusal
 #: undoes the steps already taken, in reverse order.
-DISPATCH_STEPS = (
+DISPATCH_STEPS: Final = (
     "reserve_target",
     "reserve_parameter",
     "reserve_algorithm",
@@ -53,10 +53,10 @@ DISPATCH_STEPS = (
     "lease_state",
 )
 #: How many of ``DISPATCH_STEPS`` are taken once the work lease, and then the state lease, is.
-_WORK_LEASED = DISPATCH_STEPS.index("lease_work") + 1
-_STATE_LEASED = DISPATCH_STEPS.index("lease_state") + 1
+_WORK_LEASED: Final = DISPATCH_STEPS.index("lease_work") + 1
+_STATE_LEASED: Final = DISPATCH_STEPS.index("lease_state") + 1
 #: The reservation kind each reserve step takes.
-RESERVATION_OF = {
+RESERVATION_OF: Final = {
     "reserve_target": "target",
     "reserve_parameter": "parameter",
     "reserve_algorithm": "algorithm",
@@ -238,9 +238,9 @@ fast_init(ActiveDispatch)
 
 
 #: The owner token of every lease: the rank alone (F314) or (rank, dispatch generation).
-FENCE_RANK = "rank"
-FENCE_GENERATION = "generation"
-FENCES = (FENCE_RANK, FENCE_GENERATION)
+FENCE_RANK: Final = "rank"
+FENCE_GENERATION: Final = "generation"
+FENCES: Final = (FENCE_RANK, FENCE_GENERATION)
 
 
 def default_fence(pipeline: int) -> str:
@@ -267,7 +267,7 @@ class DispatchOutcome:
 
 
 #: The outcome of every dispatch that succeeds (an immutable value: one for all of them).
-_DISPATCHED = DispatchOutcome(True, DISPATCH_STEPS, None, ())
+_DISPATCHED: Final = DispatchOutcome(True, DISPATCH_STEPS, None, ())
 
 
 @dataclass(frozen=True, init=False)

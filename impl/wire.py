@@ -74,10 +74,10 @@ from leasefence.impl.generation import whole as _whole
 from leasefence.impl.strictjson import strict_hooks
 
 #: The payload version this code speaks; a message with another ``v`` is refused.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 
 #: The largest message either side accepts (bytes of JSON).
-MAX_MESSAGE_BYTES = 64 * 1024
+MAX_MESSAGE_BYTES: Final = 64 * 1024
 
 #: An exact work item: SHA-256 hex of its canonical payload (64 lowercase hex characters).
 WorkId = NewType("WorkId", str)
@@ -86,16 +86,16 @@ StateTaskId = NewType("StateTaskId", str)
 #: An MPI rank; a worker rank is the owner fence of every lease it holds.
 Rank = NewType("Rank", int)
 #: The most messages one frame holds (``frames``; ``split_frame`` refuses a frame of more).
-MAX_FRAME_MESSAGES = 256
+MAX_FRAME_MESSAGES: Final = 256
 #: The largest frame either side accepts (bytes; a frame of one message may be as large as
 #: ``MAX_MESSAGE_BYTES``, several make at most this).
-MAX_FRAME_BYTES = 16 * MAX_MESSAGE_BYTES
+MAX_FRAME_BYTES: Final = 16 * MAX_MESSAGE_BYTES
 #: The largest ``cpu_s`` a RESULT may report (seconds; about 31,700 years of CPU for one item).
-MAX_CPU_S = 1e12
+MAX_CPU_S: Final = 1e12
 #: The largest count a message may carry (BYE ``results``).
-MAX_COUNT = 2**63 - 1
+MAX_COUNT: Final = 2**63 - 1
 #: The largest exit status a STOP may carry.
-MAX_STATUS = 255
+MAX_STATUS: Final = 255
 
 #: The IDs as patterns: what ``valid_work_id`` and ``valid_task_id`` take, checked there in a
 #: few C calls (the tests hold each check to its pattern). State task IDs come from
@@ -198,11 +198,11 @@ class Bye:
 
 Message = Work | Result | Stop | Bye
 
-_TYPE_OF: dict[type[Any], Tag] = {Work: Tag.WORK, Result: Tag.RESULT, Stop: Tag.STOP, Bye: Tag.BYE}
+_TYPE_OF: Final[dict[type[Any], Tag]] = {Work: Tag.WORK, Result: Tag.RESULT, Stop: Tag.STOP, Bye: Tag.BYE}
 
 #: What each side accepts: the master takes RESULT and BYE, a worker takes WORK and STOP.
-FROM_WORKER = frozenset({Tag.RESULT, Tag.BYE})
-FROM_MASTER = frozenset({Tag.WORK, Tag.STOP})
+FROM_WORKER: Final = frozenset({Tag.RESULT, Tag.BYE})
+FROM_MASTER: Final = frozenset({Tag.WORK, Tag.STOP})
 
 
 #: The C calls of the ID checks, looked up once (compiled, a method call looks up its name).
@@ -306,7 +306,7 @@ def encode(msg: Message) -> tuple[Tag, bytes]:
 
 
 #: The tags whose messages travel in frames.
-FRAMED = frozenset({Tag.WORK, Tag.RESULT})
+FRAMED: Final = frozenset({Tag.WORK, Tag.RESULT})
 
 
 def frames(parts: Iterable[bytes], limit: int = MAX_FRAME_BYTES) -> Iterator[bytes]:

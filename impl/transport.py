@@ -35,6 +35,7 @@ from leasefence.impl.poll import READY, PollPolicy, guess_policy, mpi, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
     FROM_WORKER,
+    MAX_FRAME_BYTES,
     Bye,
     Message,
     Rank,
@@ -340,15 +341,42 @@ def mpi_receive(
     comm: Any, source: int, timeout: float | None, policy: PollPolicy | None = None
 ) -> Envelope | None:
     """The next message from ``source`` (or any), waited for as ``policy`` says (default: ``auto``
-    for this job's size, ``guess_policy``); None after ``timeout`` seconds (None: never)."""
+    for this job's size, ``guess_policy``); None after ``timeout`` seconds (None: never).
+
+    A message over ``MAX_FRAME_BYTES`` (neither side sends one) is not read whole: its sender
+    says how large it is, and a hostile worker could say 2 GiB. It is taken off the queue into
+    a buffer one byte over the limit (MPI truncates it, ``ERR_TRUNCATE``), its real size is
+    logged, and those bytes are what comes back, which ``decode_frame`` refuses as too large
+    (the master counts it as one malformed frame from its source)."""
     lib = mpi()
     got = receive(comm, source, timeout, policy if policy is not None else guess_policy(comm))
     if got is None:
         return None
     message, status = got
-    buf = bytearray(status.Get_count(lib.BYTE))
+    size = status.Get_count(lib.BYTE)
+    if size > MAX_FRAME_BYTES:
+        return _oversized(lib, message, status, size)
+    buf = bytearray(size)
     message.Recv([buf, lib.BYTE])
     return Envelope(status.Get_source(), status.Get_tag(), bytes(buf))
+
+
+def _oversized(lib: Any, message: Any, status: Any, size: int) -> Envelope:
+    """``mpi_receive`` of a message of ``size`` bytes, over ``MAX_FRAME_BYTES``: its first
+    ``MAX_FRAME_BYTES + 1`` bytes, the rest dropped by MPI."""
+    buf = bytearray(MAX_FRAME_BYTES + 1)
+    try:
+        message.Recv([buf, lib.BYTE])
+    except lib.Exception as exc:
+        if exc.Get_error_class() != lib.ERR_TRUNCATE:
+            raise
+    source, tag = status.Get_source(), status.Get_tag()
+    log.warning(
+        "rank %d sent a message of %d bytes (tag %d), over the limit of %d: read only its "
+        "first %d bytes, and refused",
+        source, size, tag, MAX_FRAME_BYTES, len(buf),
+    )  # fmt: skip
+    return Envelope(source, tag, bytes(buf))
 
 
 #: MPICH's names for the size of a cell of its shared-memory queue, in the order it reads them.

@@ -31,9 +31,11 @@ from leasefence.impl.poll import node_policy
 from leasefence.impl.transport import MpiTransport, master_dispatch, worker_execute
 from leasefence.impl.workload import Outcome, generate, work_id_of
 
-items, size = int(sys.argv[1]), int(sys.argv[2])
+items, size, hostile = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 comm = MPI.COMM_WORLD
 policy = node_policy(comm)
+if comm.Get_rank() == 1 and hostile:  # a message far over the frame limit, tagged RESULT
+    comm.Send([bytearray(b"x" * hostile), MPI.BYTE], dest=0, tag=2)
 if comm.Get_rank() != 0:
     worker_execute(comm, lambda work: Outcome(True, 0.0, {{"blob": "y" * size}}), poll=policy)
     sys.exit(0)
@@ -52,6 +54,7 @@ transport = MpiTransport(comm, policy)
 master = master_dispatch(master, transport)
 c = master.counters
 print("completed", c.completed, "duplicates", c.duplicate_completions, "sending", transport.sending)
+print("malformed", c.malformed_messages)
 """
 
 
@@ -68,7 +71,7 @@ def test_large_works_and_results_never_deadlock(tmp_path: Path, ranks: int, size
     script.write_text(JOB.format(watchdog=WATCHDOG))
     cmd = [str(BIN / "mpiexec"), "-n", str(ranks), sys.executable, str(script), str(items)]
     proc = subprocess.run(
-        [*cmd, str(size)],
+        [*cmd, str(size), "0"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -77,3 +80,30 @@ def test_large_works_and_results_never_deadlock(tmp_path: Path, ranks: int, size
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"completed {items} duplicates 0 sending 0" in proc.stdout, proc.stdout + proc.stderr
+    assert "malformed 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_message_far_over_the_frame_limit_is_refused_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A worker sends 64 MiB tagged RESULT before it starts: the master takes it off MPI's queue
+    without reading it whole (``mpi_receive``), counts one malformed message, names its size, and
+    every item still completes exactly once. Fails if the truncated receive leaves the message
+    (or the worker's send) behind, or if the master stops on it."""
+    items, hostile = 50, 64 * 1024 * 1024
+    script = tmp_path / "job.py"
+    script.write_text(JOB.format(watchdog=WATCHDOG))
+    cmd = [str(BIN / "mpiexec"), "-n", "3", sys.executable, str(script), str(items), "100"]
+    proc = subprocess.run(
+        [*cmd, str(hostile)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert f"completed {items} duplicates 0 sending 0" in proc.stdout, out
+    assert "malformed 1" in proc.stdout, out
+    assert f"rank 1 sent a message of {hostile} bytes (tag 2), over the limit" in proc.stderr, out

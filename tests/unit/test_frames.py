@@ -574,6 +574,15 @@ class _FakeMpi:
 
     BYTE = "byte"
     ANY_SOURCE = -1
+    ERR_TRUNCATE = 15
+
+    class Exception(Exception):  # (mpi4py's name)
+        def __init__(self, error_class: int) -> None:
+            super().__init__(f"MPI error class {error_class}")
+            self.error_class = error_class
+
+        def Get_error_class(self) -> int:  # noqa: N802
+            return self.error_class
 
     class Request:
         @staticmethod
@@ -632,3 +641,72 @@ def test_the_master_posts_its_sends_and_keeps_each_until_it_completes(
     assert t._sending[0][0] is comm.posted[3][3]
     comm.posted[3][3].done = True
     assert t.sending == 0
+
+
+class _Status:
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def Get_count(self, datatype: str) -> int:  # noqa: N802
+        return self.count
+
+    def Get_source(self) -> int:  # noqa: N802
+        return 2
+
+    def Get_tag(self) -> int:  # noqa: N802
+        return int(Tag.RESULT)
+
+
+class _Message:
+    """A matched message of ``size`` bytes (``body``, repeated): ``Recv`` fills the buffer it
+    is given and truncates the message to it, as MPI does (``ERR_TRUNCATE``), or fails with
+    ``error`` instead."""
+
+    def __init__(self, size: int, body: bytes = b"x", error: int | None = None) -> None:
+        self.size, self.body, self.error = size, body, error
+        self.buffers: list[int] = []
+
+    def Recv(self, buf: list[Any]) -> None:  # noqa: N802
+        target = buf[0]
+        self.buffers.append(len(target))
+        if self.error is not None:
+            raise _FakeMpi.Exception(self.error)
+        n = min(len(target), self.size)
+        target[:n] = (self.body * (n // len(self.body) + 1))[:n]
+        if self.size > len(target):
+            raise _FakeMpi.Exception(_FakeMpi.ERR_TRUNCATE)
+
+
+@pytest.mark.interpreted("patches transport.mpi and transport.receive")
+def test_a_message_over_the_frame_limit_is_never_read_whole_and_is_refused(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fails if ``mpi_receive`` allocates what a hostile sender says its message holds (here
+    2 GiB - 1 bytes: the buffer given to ``Recv`` must stay one byte over ``MAX_FRAME_BYTES``), if
+    the truncation MPI reports escapes, if the log does not name the real size, if the bytes
+    read are not refused as too large, or if a frame of exactly the limit is not read whole."""
+    monkeypatch.setattr(transport, "mpi", lambda: _FakeMpi)
+    hostile = _Message(2**31 - 1)
+    monkeypatch.setattr(transport, "receive", lambda *a: (hostile, _Status(hostile.size)))
+    with caplog.at_level("WARNING", logger="leasefence.transport"):
+        env = transport.mpi_receive(object(), -1, None, PollPolicy.of("spin", False))
+    assert env is not None
+    assert hostile.buffers == [MAX_FRAME_BYTES + 1]
+    assert (env.source, env.tag, len(env.data)) == (2, Tag.RESULT, MAX_FRAME_BYTES + 1)
+    assert f"message of {2**31 - 1} bytes (tag {int(Tag.RESULT)})" in caplog.text
+    [(line, refused)] = decode_frame(env.tag, env.data, FROM_WORKER)
+    assert line is None
+    assert isinstance(refused, ProtocolError)
+    assert "exceeds the limit" in str(refused)
+    frame = b"\n".join(_results([_work(i) for i in range(3)]))
+    whole = _Message(MAX_FRAME_BYTES, body=frame + b"\n" * (MAX_FRAME_BYTES - len(frame)))
+    monkeypatch.setattr(transport, "receive", lambda *a: (whole, _Status(whole.size)))
+    env = transport.mpi_receive(object(), -1, None, PollPolicy.of("spin", False))
+    assert env is not None
+    assert whole.buffers == [MAX_FRAME_BYTES]
+    assert len(env.data) == MAX_FRAME_BYTES
+    assert env.data.startswith(frame)
+    broken = _Message(2**31 - 1, error=17)  # another MPI error than a truncation: raised
+    monkeypatch.setattr(transport, "receive", lambda *a: (broken, _Status(broken.size)))
+    with pytest.raises(_FakeMpi.Exception):
+        transport.mpi_receive(object(), -1, None, PollPolicy.of("spin", False))

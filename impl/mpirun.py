@@ -67,9 +67,9 @@ class RunConfig:
     progress_every: float = 1.0
     # Pipelined dispatch (issue 12): dispatches per rank at once, and the owner token (None:
     # "rank" at depth 1, "generation" beyond). Depth 2 by default since issue 19: it won on
-    # trivial and on z3 tasks (README, "Group commit"); up to 16 since, each rank given as many
+    # trivial and on z3 tasks (docs/performance.md, "Group commit"); up to 16 since, each rank given as many
     # as keep its last dispatch's wait within a quarter of the TTL (``Master.depth``); up to 64
-    # since (fewer, larger group commits: README, "Depth 64").
+    # since (fewer, larger group commits: docs/performance.md, "Depth 64").
     pipeline: int = 64
     fence: str | None = None
     # Invalid answers (messages the wire refuses) charged to one item before it is given up.

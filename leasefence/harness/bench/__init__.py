@@ -44,7 +44,7 @@ medians), ``goals`` (the goals and the other figures), one module per benchmark 
   the depth-2 contender to reach 2, so a silent fallback to depth 1 fails it. One run
   (``leasefence bench --only dispatch``, 2 cores, trivial tasks): 3.42× (2.85× and 3.78× in two
   more runs), because depth 1 waits in the polling loops' sleeps and depth 2 keeps the next
-  WORK queued at each worker (the top-level README's performance section says more).
+  WORK queued at each worker (docs/performance.md, "Pipeline depth", says more).
   The goal *in-memory master / bare blocking loop* reads ``master-run``, the in-memory master
   as ``leasefence run`` configures it by default (generation fence, depth by TTL up to
   pipeline 64, group commit), since that is what users run; ``master-memory`` (depth 1, rank

@@ -198,7 +198,12 @@ class Bye:
 
 Message = Work | Result | Stop | Bye
 
-_TYPE_OF: Final[dict[type[Any], Tag]] = {Work: Tag.WORK, Result: Tag.RESULT, Stop: Tag.STOP, Bye: Tag.BYE}
+_TYPE_OF: Final[dict[type[Any], Tag]] = {
+    Work: Tag.WORK,
+    Result: Tag.RESULT,
+    Stop: Tag.STOP,
+    Bye: Tag.BYE,
+}
 
 #: What each side accepts: the master takes RESULT and BYE, a worker takes WORK and STOP.
 FROM_WORKER: Final = frozenset({Tag.RESULT, Tag.BYE})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import random
 import time
@@ -235,7 +236,7 @@ def solve_branch(work: Work) -> Outcome:
     ``ok`` is True when z3 answers (sat with a witness, or unsat: the leaf is unreachable within
     the bound) and False when it gives up (unknown, timeout) or the payload is not one of ours.
     """
-    import z3  # heavy; only workers import it
+    z3: Any = importlib.import_module("z3")  # heavy; only workers import it (untyped)
 
     p = work.payload
     try:

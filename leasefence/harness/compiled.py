@@ -113,7 +113,6 @@ INPUTS: tuple[str, ...] = (
     "leasefence.impl.records",
     "leasefence.impl.rules",
     "leasefence.impl.trace",
-    "leasefence.impl.workload",
 )
 #: The packages whose import path a build is put first on.
 PACKAGES = ("leasefence.model", "leasefence.impl", "leasefence.conformance")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasefence.impl.frozen import fast_init
+from leasefence.impl.frozen import FACTORY, fast_init
 from leasefence.impl.wire import Generation, StateTaskId, Work, WorkId, work_text
 
 #: Name and version of this workload's payload format (part of every payload, so of every ID).
@@ -66,14 +66,26 @@ class WorkItem:
         return Work(self.work_id, self.state_task_id, self.payload, generation, self.work_text)
 
 
-@fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Outcome:
-    """What a worker function returns: success, solver CPU seconds, a JSON-able output."""
+    """What a worker function returns: success, solver CPU seconds, a JSON-able output.
+
+    Compiled (``harness/compiled.py``), a native class, as ``wire.Work`` is: ``cpu_s`` given as
+    an ``int`` is stored as a ``float``, and a value of another type than its field's is refused
+    with ``TypeError`` (inside a worker function, that is a failed result, ``result_of``)."""
 
     ok: bool
     cpu_s: float = 0.0
     output: Mapping[str, Any] = field(default_factory=dict)
+
+    def __init__(self, ok: bool, cpu_s: float = 0.0, output: Mapping[str, Any] = FACTORY) -> None:
+        # Compiled: native. Interpreted: replaced by ``fast_init`` (impl/frozen.py).
+        self.ok = ok  # type: ignore[misc]
+        self.cpu_s = cpu_s  # type: ignore[misc]
+        self.output = {} if output is FACTORY else output  # type: ignore[misc]
+
+
+fast_init(Outcome)
 
 
 WorkerFn = Callable[[Work], Outcome]

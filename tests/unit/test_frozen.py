@@ -14,6 +14,7 @@ from leasefence.impl.frozen import FACTORY, fast_init
 from leasefence.impl.master import ActiveDispatch, ResultOutcome
 from leasefence.impl.transport import Envelope, Reply
 from leasefence.impl.wire import Result, Work
+from leasefence.impl.workload import Outcome
 
 #: The fields of each twin below: a dataclass and the same dataclass given ``fast_init``, with
 #: and without slots (made from one list, so that the twins cannot drift apart).
@@ -116,6 +117,8 @@ HOT = [
     ResultOutcome(False, None, True, False, True),
     StateLease(2, 1.5, 3, (1, 2)),
     Stats(1, 2, 0.5, 0.25),
+    Outcome(True, 0.5, {"s": "x"}),
+    Outcome(False, 0.25, {"e": "y"}),
 ]
 
 
@@ -150,6 +153,9 @@ def test_a_default_factory_gives_a_fresh_value_compiled_or_not() -> None:
     r = Result("w", None, True)  # type: ignore[arg-type]
     assert r.output == {}
     assert r.output is not Result("w", None, True).output
+    o = Outcome(True)
+    assert o.output == {}
+    assert o.output is not Outcome(True).output
 
 
 def test_fast_init_checks_a_classs_own_init_against_its_fields() -> None:

@@ -35,6 +35,7 @@ from leasefence.impl.poll import READY, PollPolicy, guess_policy, mpi, receive
 from leasefence.impl.wire import (
     FROM_MASTER,
     FROM_WORKER,
+    MAX_CPU_S,
     MAX_FRAME_BYTES,
     Bye,
     Message,
@@ -142,30 +143,84 @@ Respond = Callable[[Result, int, int], Sequence[Reply]]
 
 def result_of(work: Work, worker_fn: WorkerFn) -> Result:
     """Run ``work`` and build its RESULT, echoing the master's state task ID and the WORK's
-    generation (protocol v1). An exception in the worker function is a failed result."""
+    generation (protocol v1). An exception in the worker function, or an outcome that no RESULT
+    can carry (``outcome_fault``), is a failed result whose output says why: the worker function
+    is user code, and its mistakes must neither stop the worker nor reach the master as a
+    malformed message."""
     try:
-        outcome = worker_fn(work)
+        outcome: object = worker_fn(work)  # (``object``: checked below, in either engine)
     except Exception as exc:  # the worker function is user code: report, do not die
         log.exception("worker function failed on %s", work.work_id[:12])
-        outcome = Outcome(False, 0.0, {"error": repr(exc)[:500]})
+        return _failed(work, repr(exc)[:500])
+    fault = outcome_fault(outcome)
+    if fault is not None or not isinstance(outcome, Outcome):
+        log.error("worker function's outcome for %s refused: %s", work.work_id[:12], fault)
+        return _failed(work, f"the worker function's outcome is refused: {fault}")
+    cpu = outcome.cpu_s
     return Result(
-        work.work_id, work.state_task_id, outcome.ok, outcome.cpu_s, outcome.output, work.generation
+        work.work_id,
+        work.state_task_id,
+        outcome.ok,
+        cpu if type(cpu) is float else _seconds(cpu) or 0.0,
+        outcome.output,
+        work.generation,
     )
+
+
+def _failed(work: Work, error: str) -> Result:
+    return Result(work.work_id, work.state_task_id, False, 0.0, {"error": error}, work.generation)
+
+
+def outcome_fault(outcome: object) -> str | None:
+    """Why a worker function's ``outcome`` cannot be a RESULT (None: it can): not an
+    ``Outcome``, ``ok`` not a bool, ``cpu_s`` not a number of seconds in ``0..MAX_CPU_S``
+    (``_seconds``), ``output`` not a mapping. The same verdicts in either engine: a compiled
+    ``Outcome`` refuses some of these values when it is made (``TypeError``, in the worker
+    function: a failed result as well) and stores ``cpu_s`` as ``float()`` of it, which
+    ``_seconds`` does here too."""
+    if not isinstance(outcome, Outcome):
+        return f"a worker function returns an Outcome, not {type(outcome).__name__}"
+    # (``object``: interpreted, an ``Outcome`` stores whatever it was given)
+    ok: object = outcome.ok
+    cpu: object = outcome.cpu_s
+    output: object = outcome.output
+    if type(ok) is not bool:
+        return f"Outcome.ok must be True or False, got {ok!r:.40}"
+    if _seconds(cpu) is None:
+        return f"Outcome.cpu_s must be a number of seconds in 0..{MAX_CPU_S:g}, got {cpu!r:.40}"
+    if type(output) is not dict and not isinstance(output, Mapping):
+        return f"Outcome.output must be a mapping (a JSON object), got {type(output).__name__}"
+    return None
+
+
+def _seconds(value: object) -> float | None:
+    """``value`` as seconds of CPU (``float()`` of a number, as a compiled ``Outcome`` stores
+    it; never of a string), or None when that fails or is outside ``0..MAX_CPU_S`` (NaN is)."""
+    if type(value) is float:
+        number = value
+    elif isinstance(value, (str, bytes, bytearray)):
+        return None
+    else:
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return number if 0.0 <= number <= MAX_CPU_S else None
 
 
 def encode_result(result: Result) -> tuple[int, bytes]:
     """The RESULT's tag and bytes; an output that cannot be encoded becomes a failed result
-    whose output says why."""
+    whose output says why (its CPU time kept when it is a number of seconds, else 0)."""
     try:
         return encode(result)
-    except ProtocolError as exc:
+    except (ProtocolError, TypeError, ValueError) as exc:
         return encode(
             Result(
                 result.work_id,
                 result.state_task_id,
                 False,
-                result.cpu_s,
-                {"error": str(exc)},
+                _seconds(result.cpu_s) or 0.0,
+                {"error": str(exc)[:500]},
                 result.generation,
             )
         )
@@ -347,7 +402,9 @@ def mpi_receive(
     says how large it is, and a hostile worker could say 2 GiB. It is taken off the queue into
     a buffer one byte over the limit (MPI truncates it, ``ERR_TRUNCATE``), its real size is
     logged, and those bytes are what comes back, which ``decode_frame`` refuses as too large
-    (the master counts it as one malformed frame from its source)."""
+    (the master counts it as one malformed frame from its source). This needs MPI errors
+    raised as exceptions, mpi4py's default (``mpi4py.rc.errors = "exception"``); with
+    ``"fatal"`` MPI aborts the job on the truncation instead."""
     lib = mpi()
     got = receive(comm, source, timeout, policy if policy is not None else guess_policy(comm))
     if got is None:
@@ -362,8 +419,10 @@ def mpi_receive(
 
 
 def _oversized(lib: Any, message: Any, status: Any, size: int) -> Envelope:
-    """``mpi_receive`` of a message of ``size`` bytes, over ``MAX_FRAME_BYTES``: its first
-    ``MAX_FRAME_BYTES + 1`` bytes, the rest dropped by MPI."""
+    """``mpi_receive`` of a message of ``size`` bytes, over ``MAX_FRAME_BYTES``: a buffer of
+    ``MAX_FRAME_BYTES + 1`` bytes, the rest dropped by MPI (over shared memory MPICH fills the
+    buffer with the message's first bytes; over its network module it may leave it zeros:
+    either is refused on its length alone)."""
     buf = bytearray(MAX_FRAME_BYTES + 1)
     try:
         message.Recv([buf, lib.BYTE])
@@ -372,8 +431,8 @@ def _oversized(lib: Any, message: Any, status: Any, size: int) -> Envelope:
             raise
     source, tag = status.Get_source(), status.Get_tag()
     log.warning(
-        "rank %d sent a message of %d bytes (tag %d), over the limit of %d: read only its "
-        "first %d bytes, and refused",
+        "rank %d sent a message of %d bytes (tag %d), over the limit of %d: taken off the "
+        "queue truncated to %d bytes, and refused",
         source, size, tag, MAX_FRAME_BYTES, len(buf),
     )  # fmt: skip
     return Envelope(source, tag, bytes(buf))

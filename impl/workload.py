@@ -70,9 +70,12 @@ class WorkItem:
 class Outcome:
     """What a worker function returns: success, solver CPU seconds, a JSON-able output.
 
-    Compiled (``harness/compiled.py``), a native class, as ``wire.Work`` is: ``cpu_s`` given as
-    an ``int`` is stored as a ``float``, and a value of another type than its field's is refused
-    with ``TypeError`` (inside a worker function, that is a failed result, ``result_of``)."""
+    An outcome no RESULT can carry (``ok`` not a bool, ``cpu_s`` not a number of seconds in
+    range, ``output`` not a mapping, not an ``Outcome`` at all) is a failed result whose output
+    says why, in either engine (``transport.result_of``). Compiled (``harness/compiled.py``), a
+    native class, as ``wire.Work`` is: some such values are refused already when it is made
+    (``TypeError`` inside the worker function: a failed result too), and ``cpu_s`` is stored as
+    ``float()`` of it (an ``int``, a ``Decimal``), as ``result_of`` reads it interpreted."""
 
     ok: bool
     cpu_s: float = 0.0

@@ -39,7 +39,9 @@ from leasefence.impl.transport import (
     InProcessTransport,
     ManualClock,
     Reply,
+    encode_result,
     master_dispatch,
+    result_of,
     stop_workers,
 )
 from leasefence.impl.wire import (
@@ -47,13 +49,16 @@ from leasefence.impl.wire import (
     FROM_WORKER,
     MAX_CPU_S,
     Result,
+    StateTaskId,
     Stop,
     Tag,
+    Work,
+    WorkId,
     claimed_work_id,
     decode,
     encode,
 )
-from leasefence.impl.workload import generate, trivial_worker
+from leasefence.impl.workload import Outcome, generate, trivial_worker
 
 W = "0" * 64
 
@@ -341,3 +346,80 @@ def test_a_result_or_work_with_a_malformed_work_id_is_a_protocol_error(
         doc = {"v": 1, "type": "work", "work_id": work_id, "state_task_id": "s1", "payload": {}}
     with pytest.raises(ProtocolError, match="work_id"):
         decode(tag, json.dumps(doc).encode(), accept)
+
+
+class _Fraction:
+    """A number that is not a float but has one (``float()`` of it is 0.25)."""
+
+    def __float__(self) -> float:
+        return 0.25
+
+
+class _Duck:
+    ok, cpu_s, output = True, 0.0, {}
+
+
+#: A worker function's outcome no RESULT can carry, made inside the worker function (compiled,
+#: ``Outcome`` refuses some of these itself: a failed result either way).
+BAD_OUTCOMES = {
+    "ok-int": lambda: Outcome(1, 0.0, {}),  # type: ignore[arg-type]
+    "ok-none": lambda: Outcome(None, 0.0, {}),  # type: ignore[arg-type]
+    "cpu-str": lambda: Outcome(True, "1.5", {}),  # type: ignore[arg-type]
+    "cpu-none": lambda: Outcome(True, None, {}),  # type: ignore[arg-type]
+    "cpu-nan": lambda: Outcome(True, math.nan, {}),
+    "cpu-inf": lambda: Outcome(True, math.inf, {}),
+    "cpu-negative": lambda: Outcome(True, -1.0, {}),
+    "cpu-past-the-bound": lambda: Outcome(True, MAX_CPU_S * 2, {}),
+    "cpu-huge-int": lambda: Outcome(True, 10**400, {}),
+    "output-none": lambda: Outcome(True, 0.0, None),  # type: ignore[arg-type]
+    "output-list": lambda: Outcome(True, 0.0, [1, 2]),  # type: ignore[arg-type]
+    "output-str": lambda: Outcome(True, 0.0, "done"),  # type: ignore[arg-type]
+    "not-an-outcome": lambda: _Duck(),
+    "none": lambda: None,
+}
+
+
+def _work() -> Work:
+    return Work(WorkId(W), StateTaskId("task-1"), {"n": 1}, (2, 5))
+
+
+@pytest.mark.parametrize("name", sorted(BAD_OUTCOMES))
+def test_an_outcome_no_result_can_carry_is_a_failed_result_that_says_why(name: str) -> None:
+    """Fails if a worker function's odd outcome stops the worker (an exception out of
+    ``result_of`` or ``encode_result``: the worker rank died and the master waited for ever,
+    output None and cpu_s NaN among them) or reaches the master as anything but a valid failed
+    RESULT of its own work and generation."""
+    result = result_of(_work(), lambda work: BAD_OUTCOMES[name]())
+    assert result.ok is False
+    assert "error" in result.output
+    tag, data = encode_result(result)
+    got = decode(tag, data, FROM_WORKER)
+    assert isinstance(got, Result)
+    assert (got.work_id, got.state_task_id, got.ok, got.generation) == (W, "task-1", False, (2, 5))
+    assert got.cpu_s == 0.0
+
+
+@pytest.mark.parametrize(
+    ("cpu", "seconds"),
+    [(3, 3.0), (0.5, 0.5), (_Fraction(), 0.25), (True, 1.0), (MAX_CPU_S, MAX_CPU_S)],
+)
+def test_an_outcomes_cpu_time_is_float_of_it_in_either_engine(cpu: object, seconds: float) -> None:
+    # Compiled, ``Outcome`` stores ``float()`` of it; interpreted, ``result_of`` reads it so.
+    result = result_of(_work(), lambda work: Outcome(True, cpu, {"k": 1}))  # type: ignore[arg-type]
+    assert (result.ok, result.cpu_s, type(result.cpu_s), result.output) == (
+        True,
+        seconds,
+        float,
+        {"k": 1},
+    )
+    tag, data = encode_result(result)
+    assert decode(tag, data, FROM_WORKER) == result
+
+
+def test_an_output_that_json_cannot_carry_is_a_failed_result_keeping_its_cpu_time() -> None:
+    result = result_of(_work(), lambda work: Outcome(True, 0.5, {"s": {1, 2}}))
+    assert result.ok is True  # a mapping: only writing it can tell
+    got = decode(*encode_result(result), FROM_WORKER)
+    assert isinstance(got, Result)
+    assert (got.ok, got.cpu_s) == (False, 0.5)
+    assert "cannot encode" in got.output["error"]

@@ -6,11 +6,14 @@ that worker blocked waited for the worker: both for ever. The master posts its s
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from leasefence.harness import compiled
 
 pytestmark = pytest.mark.mpi
 
@@ -21,8 +24,10 @@ TIMEOUT = 240
 WATCHDOG = 90
 
 JOB = """
-import dataclasses, faulthandler, sys
+import dataclasses, faulthandler, os, sys
 faulthandler.dump_traceback_later({watchdog}, exit=True)
+from leasefence.harness.compiled import EVERY_RANK, activate
+activate(os.environ.get("LEASEFENCE_JOB_ENGINE", "interpreted"), EVERY_RANK)
 from mpi4py import MPI
 from leasefence.harness.bench.memory_journal import MemoryJournal
 from leasefence.impl.coordinator import StateShardCoordinator
@@ -30,6 +35,7 @@ from leasefence.impl.master import Master, StepClock
 from leasefence.impl.poll import node_policy
 from leasefence.impl.transport import MpiTransport, master_dispatch, worker_execute
 from leasefence.impl.workload import Outcome, generate, work_id_of
+from leasefence.harness.compiled import is_compiled
 
 items, size, hostile = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 comm = MPI.COMM_WORLD
@@ -55,6 +61,7 @@ master = master_dispatch(master, transport)
 c = master.counters
 print("completed", c.completed, "duplicates", c.duplicate_completions, "sending", transport.sending)
 print("malformed", c.malformed_messages)
+print("compiled", is_compiled(sys.modules["leasefence.impl.transport"]))
 """
 
 
@@ -83,13 +90,20 @@ def test_large_works_and_results_never_deadlock(tmp_path: Path, ranks: int, size
     assert "malformed 0" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("engine", ["interpreted", "compiled"])
 def test_a_message_far_over_the_frame_limit_is_refused_and_the_run_goes_on(
-    tmp_path: Path,
+    tmp_path: Path, engine: str
 ) -> None:
     """A worker sends 64 MiB tagged RESULT before it starts: the master takes it off MPI's queue
     without reading it whole (``mpi_receive``), counts one malformed message, names its size, and
-    every item still completes exactly once. Fails if the truncated receive leaves the message
-    (or the worker's send) behind, or if the master stops on it."""
+    every item still completes exactly once, with the interpreted modules and with the build on
+    every rank. Fails if the truncated receive leaves the message (or the worker's send) behind,
+    or if the master stops on it."""
+    if engine == "compiled":
+        try:  # (made once, about a minute; tests/unit/test_compiled.py uses the same build)
+            compiled.compile_validator(say=lambda _line: None)
+        except compiled.NoToolchain as exc:
+            pytest.skip(f"no compiled dispatcher can be built here: {exc}")
     items, hostile = 50, 64 * 1024 * 1024
     script = tmp_path / "job.py"
     script.write_text(JOB.format(watchdog=WATCHDOG))
@@ -101,8 +115,10 @@ def test_a_message_far_over_the_frame_limit_is_refused_and_the_run_goes_on(
         text=True,
         timeout=TIMEOUT,
         check=False,
+        env=dict(os.environ, LEASEFENCE_JOB_ENGINE=engine),
     )
     out = proc.stdout + proc.stderr
+    assert f"compiled {engine == 'compiled'}" in proc.stdout, out
     assert proc.returncode == 0, out
     assert f"completed {items} duplicates 0 sending 0" in proc.stdout, out
     assert "malformed 1" in proc.stdout, out

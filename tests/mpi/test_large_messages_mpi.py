@@ -90,6 +90,7 @@ def test_large_works_and_results_never_deadlock(tmp_path: Path, ranks: int, size
     assert "malformed 0" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.timeout(1_800)  # the compiled case may build first (as tests/unit/test_compiled.py)
 @pytest.mark.parametrize("engine", ["interpreted", "compiled"])
 def test_a_message_far_over_the_frame_limit_is_refused_and_the_run_goes_on(
     tmp_path: Path, engine: str

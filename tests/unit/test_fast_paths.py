@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasefence.impl import coordfile
+from leasefence.impl import coordfile, wire
 from leasefence.impl.coordvalues import StateLease, Stats
 from leasefence.impl.errors import ProtocolError
 from leasefence.impl.journal import encode_record
@@ -45,6 +45,7 @@ from leasefence.impl.wire import (
     _decode_lines,
     _fast_frame,
     _result_bytes,
+    _written,
     decode,
     decode_frame,
     encode,
@@ -397,8 +398,12 @@ def _read(tag: int, data: bytes, side: frozenset[Tag]) -> tuple[str, Any]:
         msg = decode(tag, data, side)
     except ProtocolError:
         return ("refused", None)
-    # the values and their types: 0.0 and 0 are equal, but a reader must give a float (every
-    # field's, ``work_text`` too; a compiled message has no ``__dict__``)
+    return _reading(msg)
+
+
+def _reading(msg: Any) -> tuple[str, Any]:
+    """A message read: its values and their types: 0.0 and 0 are equal, but a reader must give
+    a float (every field's, ``work_text`` too; a compiled message has no ``__dict__``)."""
     types = [type(getattr(msg, f.name)).__name__ for f in dataclasses.fields(msg)]
     return ("read", (msg, repr(msg), types))
 
@@ -552,6 +557,77 @@ def test_the_readers_read_each_changed_tail_as_the_general_path() -> None:
             assert _read(tag, changed, side) == _general(tag, changed, side), changed[-150:]
 
 
+#: Values for each field before the state task ID that the checks must refuse, or read as the
+#: general path does (an integer cpu time, a generation part at its limit).
+HEAD_VALUES: dict[str, list[Any]] = {
+    "cpu_s": [0, 3, -1, -0.0, 1e12, 1e13, True, "1", None, [1]],
+    "generation": [[0, 2**63 - 1], [1], [1, 2, 3], [-1, 0], [1.0, 2], [True, 1], {"a": 1}, None],
+    "ok": [False, 1, 0, "true", None],
+    "output": [{}, [], "x", None, 1],
+    "payload": [{}, [], "x", None, 1],
+}
+
+
+def test_the_layout_reader_checks_every_field_before_the_task_id_as_the_general_path() -> None:
+    """Fails if ``wire._written`` takes a line whose fields before the state task ID the general
+    path refuses or reads otherwise, though the line keeps the fast library's sorted layout
+    (so that only the field checks can tell): a field added before, between or after them, a
+    field left out, a field of another type or out of range. And if it does not read the
+    written messages themselves."""
+    seen = {"taken": 0, "refused": 0}
+    for tag, side, msg in (WRITTEN_TAILS[0], WRITTEN_TAILS[2]):
+        data = encode(msg)[1]
+        assert _written(tag, data) == msg  # the path every message of a run takes
+        cut = data.index(b',"state_task_id":"')
+        head: dict[str, Any] = orjson.loads(data[:cut] + b"}")
+        tail = data[cut:]
+        changed: list[dict[str, Any]] = []
+        for extra in ("a", "cpu_t", "generatio", "ok_", "outpu", "payloa", "s"):
+            changed.append({**head, extra: 1})
+        for name in head:
+            changed.append({k: v for k, v in head.items() if k != name})
+            for value in HEAD_VALUES.get(name, []):
+                changed.append({**head, name: value})
+        for doc in changed:
+            line = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)[:-1] + tail
+            reading = _read(tag, line, side)
+            assert reading == _general(tag, line, side), line[:120]
+            fast = _written(tag, line)
+            if fast is not None:
+                assert reading == _reading(fast)
+            seen["taken" if fast is not None else "refused"] += 1
+    assert seen["taken"] >= 4
+    assert seen["refused"] >= 40
+
+
+#: Bytes that mean something to the layout or to JSON, and a few that mean nothing.
+SIGNIFICANT = b'\x00 "\\,:[]{}019Aaet\xff'
+
+
+def test_the_layout_reader_reads_every_one_byte_change_as_the_general_path() -> None:
+    """Fails if ``wire._written`` reads a written message with one byte changed, inserted or
+    removed, anywhere in it, otherwise than the strict decoder does (``_general``), or takes
+    one that it refuses. Both paths must be seen: it takes part of the changed lines and leaves
+    the rest, valid ones among them (an escape in the task ID, a space), to the others."""
+    for tag, side, msg in WRITTEN_TAILS[:1] + WRITTEN_TAILS[2:3]:
+        data = encode(msg)[1]
+        taken = left_valid = 0
+        for i in range(len(data) + 1):
+            changed = [data[:i] + bytes([b]) + data[i + 1 :] for b in SIGNIFICANT]
+            changed += [data[:i] + bytes([b]) + data[i:] for b in SIGNIFICANT]
+            changed.append(data[:i] + data[i + 1 :])
+            for line in changed:
+                fast = _written(tag, line)
+                general = _general(tag, line, side)
+                if fast is not None:
+                    taken += 1
+                    assert general == _reading(fast), line
+                elif general[0] == "read":
+                    left_valid += 1
+        assert taken > 100
+        assert left_valid > 10
+
+
 #: Every ASCII character and a few others: in a task ID and in a work ID, which the checks take
 #: in C calls without the patterns that say what each may hold.
 CHARACTERS = [chr(c) for c in range(128)] + ["\u00e9", "\u0085", "\u2028", "\u00a0", "\uff11"]
@@ -690,6 +766,7 @@ def test_frames_as_written_are_read_in_one_pass_and_as_line_by_line() -> None:
             fast = _fast_frame(tag, data, side)
             assert fast is not None
             assert fast == _decode_lines(tag, data, side)
+            assert all(_written(tag, line) == msg for line, msg in fast)  # by their layout
             read.extend(msg for _, msg in fast)
         assert read == msgs
     tag, framed = encode_frames(results[:257], 10**6)
@@ -697,6 +774,33 @@ def test_frames_as_written_are_read_in_one_pass_and_as_line_by_line() -> None:
     data = b"\n".join(encode(m)[1] for m in results[:257])
     assert _fast_frame(tag, data, FROM_WORKER) is None
     assert decode_frame(tag, data, FROM_WORKER)[0][0] is None  # refused whole, as it was
+
+
+@pytest.mark.interpreted("replaces a module function, which compiled callers never look up")
+def test_the_messages_a_run_writes_are_read_by_their_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fails if a frame of RESULTs or of the catalogue's WORKs, as the loops write them, needs
+    the fast library's reading of a whole line (``_canonical``) on either side: issue 19's
+    cheaper reading by layout (``_written``) would then be bypassed for every message of a run,
+    and nothing but the time a task would show it."""
+
+    def whole_line(data: bytes) -> None:
+        raise AssertionError(f"read as a whole line: {data[:80]!r}")
+
+    results = [
+        Result(
+            WorkId(f"{i:064x}"), StateTaskId(f"t-{i}"), i % 2 > 0, i / 3, {"status": "x"}, (1, i)
+        )
+        for i in range(40)
+    ]
+    works = [item.work((2, i)) for i, item in enumerate(generate(40, seed=9))]
+    monkeypatch.setattr(wire, "_canonical", whole_line)
+    for msgs, side in ((results, FROM_WORKER), (works, FROM_MASTER)):
+        tag, framed = encode_frames(msgs, 4096)
+        read = [msg for data in framed for _, msg in decode_frame(tag, data, side)]
+        assert read == msgs
+        assert [decode(tag, encode(m)[1], side) for m in msgs] == msgs
 
 
 # -- the catalogue's payload text ----------------------------------------------------------------

@@ -726,11 +726,8 @@ class Master:
                 done = self.reservations.take(reservations)
                 ok = done == len(reservations)  # the reserve steps come first
                 if ok:
-                    ok = (
-                        self.journal.lease(work_id, rank)
-                        if gen is None  # (no ``_kw`` dict on every dispatch)
-                        else self.journal.lease(work_id, rank, generation=gen)
-                    )
+                    # (positional: a call with keywords matches them, at each dispatch)
+                    ok = self.journal.lease(work_id, rank, gen)
                 if ok:
                     done = _WORK_LEASED
                     if gen is not None:
@@ -884,11 +881,7 @@ class Master:
             self.counters.results_without_dispatch += 1
         state_ok = False
         if result.ok:
-            work_ok = (
-                self.journal.complete(work_id, worker=rank)
-                if gen is None  # (no ``_kw`` dict on every result)
-                else self.journal.complete(work_id, worker=rank, generation=gen)
-            )
+            work_ok = self.journal.complete(work_id, rank, gen)  # (positional, as the lease)
             if work_ok:
                 if work_id in self._seen_completed:
                     self.counters.duplicate_completions += 1

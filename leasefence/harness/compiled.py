@@ -93,8 +93,13 @@ EVERY_RANK: tuple[str, ...] = (
     "leasefence.impl.workload",
     "leasefence.impl.transport",
 )
-#: Every module a build holds: one build serves both (``activate`` loads the part asked for).
-COMPILED: tuple[str, ...] = VALIDATOR + DISPATCHER
+#: The dispatch benchmark's in-memory journal (``leasefence bench``, ``harness/bench``): the
+#: journal of the in-memory master, whose compiled row compiles the whole master, its journal
+#: too (interpreted, its lease and complete were 7,000 of the master's 60,000 instructions a
+#: task, issue 19). ``leasefence run`` never loads it.
+BENCH: tuple[str, ...] = ("leasefence.harness.bench.memory_journal",)
+#: Every module a build holds: one build serves all (``activate`` loads the part asked for).
+COMPILED: tuple[str, ...] = VALIDATOR + DISPATCHER + BENCH
 #: Interpreted modules the compiled ones import: their source is part of the key too (a
 #: compiled module is built against the types it reads from them).
 INPUTS: tuple[str, ...] = (
@@ -115,7 +120,12 @@ INPUTS: tuple[str, ...] = (
     "leasefence.impl.trace",
 )
 #: The packages whose import path a build is put first on.
-PACKAGES = ("leasefence.model", "leasefence.impl", "leasefence.conformance")
+PACKAGES = (
+    "leasefence.model",
+    "leasefence.impl",
+    "leasefence.conformance",
+    "leasefence.harness.bench",
+)
 
 #: ``LEASEFENCE_ENGINE``, and ``trace check --engine``: ``auto`` runs the build for these
 #: sources when there is one; ``compiled`` requires it; ``interpreted`` never loads it.

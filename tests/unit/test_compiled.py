@@ -188,14 +188,18 @@ def test_the_dispatch_benchmark_times_the_master_as_run_compiled(
     build: Path, tmp_path: Path
 ) -> None:
     """``master-run-compiled`` is ``master-run`` with ``--engine compiled`` on every rank: a job
-    that could not load the build fails (``activate`` raises), it never runs interpreted."""
+    that could not load the build fails (``activate`` raises), it never runs interpreted; and
+    its rank 0 runs every module of its master from the build, the in-memory journal too."""
     from leasefence.harness.bench.dispatch import COMPILED_TWINS, _dispatch_job
+    from leasefence.harness.bench.mpi_job import RANK0_MODULES
 
     assert COMPILED_TWINS == {"master-run-compiled": "master-run"}
     doc = _dispatch_job("master-run-compiled", 300, tmp_path)
     assert doc["contender"] == "master-run"
     assert doc["rate"] > 0
     assert doc["max_in_flight_per_rank"] > 2  # pipelined as the run's defaults say
+    assert doc["compiled"] == list(RANK0_MODULES)  # the master whole, its journal too
+    assert _dispatch_job("master-run", 50, tmp_path)["compiled"] == []
 
 
 def test_a_build_is_keyed_by_every_byte_of_the_sources_it_was_made_from(

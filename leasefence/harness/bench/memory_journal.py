@@ -4,7 +4,9 @@ It implements ``leasefence.impl.master.Journal`` with the same admission and own
 answers as ``WorkLeaseJournal`` (L1, L2, L3; the owner token is ``(worker, generation)``, the
 generation None for F314's rank-only leases) but writes nothing, so a dispatch benchmark run on
 it measures the master's decisions and the MPI loop without any disk cost. It is never a flag
-of the real journal, and nothing outside the dispatch benchmark (``mpi_job``) uses it.
+of the real journal, and nothing outside the dispatch benchmark (``mpi_job``) uses it. The
+compiled build holds it (``harness.compiled.BENCH``): the compiled dispatch contender is the
+master compiled whole, this journal included.
 """
 
 from __future__ import annotations

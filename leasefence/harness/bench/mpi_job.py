@@ -123,10 +123,22 @@ def trivial(x: int) -> int:
 # -- the master contenders ---------------------------------------------------------------------
 
 
+#: What rank 0 of a master contender runs per task: ``compiled`` in its result lists those of
+#: them loaded from a build.
+RANK0_MODULES = (
+    "leasefence.impl.master",
+    "leasefence.impl.transport",
+    "leasefence.impl.coordinator",
+    "leasefence.impl.wire",
+    "leasefence.harness.bench.memory_journal",
+)
+
+
 def master_job(
     comm: Any, contender: str, tasks: int, out: Path, poll: Any, pipeline: int | None = None
 ) -> dict[str, Any]:
     from leasefence.harness.bench.memory_journal import MemoryJournal
+    from leasefence.harness.compiled import is_compiled
     from leasefence.impl.coordinator import StateShardCoordinator
     from leasefence.impl.master import Master, StepClock
     from leasefence.impl.transport import DispatchHooks, MpiTransport, master_dispatch
@@ -209,6 +221,9 @@ def master_job(
         "refused_leases": master.counters.refused_leases,
         "stale_results": master.counters.stale_results,
         "duplicate_completions": master.counters.duplicate_completions,
+        # the master's modules this job ran from a build (``--engine compiled``): its
+        # decisions, its loop, and its journal
+        "compiled": [m for m in RANK0_MODULES if is_compiled(sys.modules[m])],
     }
     return result(contender, timed, seconds, **extra)
 

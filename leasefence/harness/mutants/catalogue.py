@@ -160,12 +160,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         M,
         (
             (
-                "self.journal.complete(work_id, worker=rank)\n",
-                "self.journal.complete(work_id)\n",
-            ),
-            (
-                "self.journal.complete(work_id, worker=rank, generation=gen)",
-                "self.journal.complete(work_id, generation=gen)",
+                "self.journal.complete(work_id, rank, gen)",
+                "self.journal.complete(work_id, None, gen)",
             ),
         ),
         "L2: completion is not fenced by the MPI source rank",

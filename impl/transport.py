@@ -37,6 +37,7 @@ from leasefence.impl.wire import (
     FROM_WORKER,
     MAX_CPU_S,
     MAX_FRAME_BYTES,
+    NEWLINE,
     Bye,
     Message,
     Rank,
@@ -327,7 +328,7 @@ class InProcessTransport:
                 batch is not None
                 and reply.hold <= 0
                 and reply.tag == Tag.RESULT
-                and b"\n" not in reply.data
+                and NEWLINE not in reply.data
             ):
                 batch.append(reply.data)
                 continue
@@ -813,7 +814,7 @@ def _work_loop(comm: Any, worker_fn: WorkerFn, respond: Respond, poll: PollPolic
             for reply in execute(msg, worker_fn, rank, attempt, respond):
                 if reply.hold > 0:
                     held.append((time.monotonic() + reply.hold, reply))
-                elif reply.tag == Tag.RESULT and b"\n" not in reply.data:
+                elif reply.tag == Tag.RESULT and NEWLINE not in reply.data:
                     if not results:
                         since = started
                     results.append(reply.data)

@@ -484,22 +484,39 @@ def _written(kind: Tag, line: bytes) -> Message | None:
     own reading, an object of exactly the fields that sort before ``state_task_id``, checked
     as ``_message`` checks them. So the line is the library's sorted writing of the object
     ``_canonical`` would read, and ``_message`` would make of it the message made here.
-    ``decode`` and ``_fast_frame`` try it first.
+    ``decode`` and ``_fast_frame`` try it first. A line over ``MAX_MESSAGE_BYTES``, or of
+    another tag, is None too (they check both first; so does this, for any other caller).
     Issue 19: a RESULT's reading was 23,000 of the master's 70,000 instructions a task, half
     of it the library reading and writing back the IDs and the fixed fields.
     tests/unit/test_fast_paths.py holds it to the line-by-line reading."""
+    # Every slice below is taken with its start at most its end: compiled, a slice whose end
+    # is before its start raises ``SystemError`` (mypyc does not clamp it to empty as Python
+    # does), and a hostile line would then stop the master (found by review: a line of the
+    # tail alone behind 1 to 16 bytes).
     size = len(line)
-    tail = _RESULT_TAIL if kind is Tag.RESULT else _WORK_TAIL
+    if kind is Tag.RESULT:
+        tail = _RESULT_TAIL
+    elif kind is Tag.WORK:
+        tail = _WORK_TAIL
+    else:
+        return None
     work_at = size - 66  # the work ID's 64 characters, then '"}'
     task_end = work_at - len(tail)
-    if task_end <= 0 or line[task_end:work_at] != tail or line[size - 2 :] != b'"}':
+    if (
+        task_end <= 0
+        or size > MAX_MESSAGE_BYTES
+        or line[task_end:work_at] != tail
+        or line[size - 2 :] != b'"}'
+    ):
         return None
     work_id = line[work_at : size - 2]
     if _TRANSLATE(work_id, _HEX_ONLY) != work_id:
         return None
     key_at = _RFIND(line, _TASK_KEY, 0, task_end)
+    if key_at < 0:  # (found, it ends at or before ``task_end``)
+        return None
     task = line[key_at + len(_TASK_KEY) : task_end]
-    if key_at < 0 or not 0 < len(task) <= 256 or _TRANSLATE(task, _TASK_TEXT_ONLY) != task:
+    if not 0 < len(task) <= 256 or _TRANSLATE(task, _TASK_TEXT_ONLY) != task:
         return None
     head = line[:key_at] + b"}"
     try:

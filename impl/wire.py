@@ -422,9 +422,9 @@ def _decode_lines(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded
 def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] | None:
     """The messages of a frame whose every line the fast library reads as its own writing
     (``_written``, else ``_canonical``) and whose every message passes its checks
-    (``_message``): what
-    ``_decode_lines`` reads of it, without ``split_frame``'s and ``decode``'s checks a line
-    (issue 19: a message's reading was a sixth of the master's time a task). None for any other
+    (``_message``): what ``_decode_lines`` reads of it, without ``split_frame``'s and
+    ``decode``'s checks a line (issue 19: a message's reading was a sixth of the master's time
+    a task). None for any other
     frame (``_decode_lines`` decides, and names what is wrong): one over ``MAX_MESSAGE_BYTES``
     (so no line of it is over the limit either), a tag not framed or not taken here, a blank
     line, a line the fast library reads otherwise or a check refuses, more than

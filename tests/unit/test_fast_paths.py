@@ -657,6 +657,19 @@ def test_the_layout_reader_reads_every_one_byte_change_as_the_general_path() -> 
 CHARACTERS = [chr(c) for c in range(128)] + ["\u00e9", "\u0085", "\u2028", "\u00a0", "\uff11"]
 
 
+def test_the_layout_readers_byte_maps_keep_a_byte_exactly_where_the_pattern_takes_it() -> None:
+    """Fails if ``wire._written``'s byte maps take a byte that an ID's pattern refuses, or
+    refuse one it takes, for any of the 256 bytes (a task ID's also refuses the quote and the
+    backslash, which its JSON text would escape): the one-byte changes of the tests above try
+    only a few bytes, and a planted DEL in either map had once survived them."""
+    for b in range(256):
+        one = bytes([b])
+        text = one.decode("latin-1")
+        assert (one.translate(wire._HEX_ONLY) == one) == (_WORK_ID.fullmatch(text * 64) is not None)
+        in_task = _TASK_ID.fullmatch(text) is not None and one not in (b'"', b"\\")
+        assert (one.translate(wire._TASK_TEXT_ONLY) == one) == in_task, b
+
+
 def test_the_id_checks_take_a_character_exactly_where_the_pattern_does() -> None:
     """Fails if ``valid_task_id`` (printable ASCII but a space, 1 to 256 of them: ``_TASK_ID``)
     or ``valid_work_id`` (64 lowercase hex digits: ``_WORK_ID``) takes a character the pattern

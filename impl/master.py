@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
 from leasefence.impl.errors import RankBusy as RankBusy  # re-exported: callers catch it here
@@ -150,10 +150,14 @@ class Reservations:
     """The target, parameter and algorithm pools of the dispatch transaction.
 
     A reservation of ``(kind, key)`` is held by one active dispatch and released when it ends.
-    ``limits[kind]`` is how many dispatches may hold the same key at once (None: no limit).
+    ``limits[kind]`` is how many dispatches may hold the same key at once (None: no limit). Only
+    a limited pool counts what it holds: an unlimited one never refuses, so a count would
+    decide nothing (issue 19: counting the three pools of a run, all unlimited by default, was a
+    tenth of the master's time a task). A limit applies to the takes after it is set: give a
+    kind its limit before its reservations are taken (``Master`` takes its limits when made).
     """
 
-    KINDS = ("target", "parameter", "algorithm")
+    KINDS: ClassVar[tuple[str, ...]] = ("target", "parameter", "algorithm")
 
     def __init__(self, limits: Mapping[str, int | None] | None = None) -> None:
         self.limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
@@ -180,11 +184,14 @@ class Reservations:
         n = 0
         for kind, key in wanted:
             limit = limits[kind]  # (``KeyError`` for a kind with no pool)
+            if limit is None:  # never refused, not counted
+                n += 1
+                continue
             pool = held.get(kind)
             if pool is None:  # a kind given a limit after the pools were made
                 pool = held[kind] = {}
             count = pool.get(key, 0)
-            if limit is not None and count >= limit:
+            if count >= limit:
                 break
             pool[key] = count + 1
             n += 1
@@ -192,20 +199,23 @@ class Reservations:
 
     def give_back(self, taken: Sequence[tuple[str, str]]) -> None:
         """Give back one reservation of each ``(kind, key)`` of ``taken``, last first
-        (``release`` is this of one key); ``RuntimeError`` for one not held."""
-        held = self._held
+        (``release`` is this of one key); ``RuntimeError`` for one that a limited pool does not
+        hold, or of a kind with no pool. An unlimited pool has nothing to give back (what it
+        counted while it had a limit excepted)."""
+        held, limits = self._held, self.limits
         for kind, key in reversed(taken):
             pool = held.get(kind)
-            count = 0 if pool is None else pool.get(key, 0)
+            count = pool.get(key, 0) if pool else 0  # (an unlimited pool: empty)
             if pool is not None and count == 1:
                 del pool[key]
             elif pool is not None and count > 1:
                 pool[key] = count - 1
-            else:
+            elif limits.get(kind, 0) is not None:
                 raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
 
     def held(self) -> dict[tuple[str, str], int]:
-        """Every reservation held now, by (kind, key)."""
+        """Every reservation a limited pool holds now, by (kind, key) (an unlimited pool
+        counts none: see the class)."""
         return {(kind, key): n for kind, pool in self._held.items() for key, n in pool.items()}
 
 

@@ -214,7 +214,8 @@ def _refuse(step: str, world: Any) -> dict[str, int | None]:
         assert coordinator.lease("s1", 2)  # rank 2 holds the state task (W2's payload)
     kind = {"reserve_target": "target", "reserve_parameter": "parameter"}.get(step)
     kind = kind or ("algorithm" if step == "reserve_algorithm" else None)
-    return {kind: 0} if kind else {}
+    # Every pool limited (an unlimited one counts nothing: ``held`` would show no leak).
+    return {**dict.fromkeys(Reservations.KINDS, 9), **({kind: 0} if kind else {})}
 
 
 UNDO_CALLS = {
@@ -260,7 +261,7 @@ def test_reject_dispatch_releases_in_reverse_order_for_a_refusal_at_each_step(
 def test_a_successful_dispatch_holds_its_reservations_until_its_result(
     world: Any, clock: ManualClock
 ) -> None:
-    m = make(world, clock, limits={"target": 1})
+    m = make(world, clock, limits={"target": 1, "parameter": 2, "algorithm": 2})
     assert m.dispatch(W1, R1).ok
     assert m.reservations.held() == {
         ("target", "t1"): 1,
@@ -283,8 +284,8 @@ def test_taking_reservations_holds_those_before_the_first_refused_and_gives_them
     # ``reserve`` calls would, stopping at the first refusal; ``give_back`` undoes it. (Fails if
     # ``take`` goes on past a refusal or ``give_back`` leaves a count behind.)
     wanted = (("target", "t1"), ("parameter", "bound=16"), ("algorithm", "smt"))
-    fast = Reservations({full: 1} if full else None)
-    slow = Reservations({full: 1} if full else None)
+    limits = {**dict.fromkeys(Reservations.KINDS, 2), **({full: 1} if full else {})}
+    fast, slow = Reservations(limits), Reservations(limits)
     if full:
         key = dict(wanted)[full]
         assert fast.reserve(full, key)
@@ -324,6 +325,29 @@ def test_reservations_count_each_key_and_take_a_pool_limited_after_they_were_mad
     with pytest.raises(RuntimeError, match="unheld nowhere reservation 'k'"):
         r.give_back((("nowhere", "k"),))
     r.give_back((("queue", "q"), ("target", "t1")))
+    assert r.held() == {}
+
+
+def test_an_unlimited_pool_never_refuses_counts_nothing_and_gives_back_what_a_limit_counted() -> (
+    None
+):
+    """Issue 19: an unlimited pool (every pool of a run by default) keeps no count. Fails if an
+    unlimited take is refused or counted, if giving one back raises, if the limited pool beside
+    it stops counting, or if what a pool counted under a limit is lost once the limit is lifted
+    (its dispatches still give it back)."""
+    r = Reservations({"target": 1})
+    wanted = (("target", "t1"), ("parameter", "p"), ("algorithm", "a"))
+    assert r.take(wanted) == 3
+    assert r.take(wanted[1:] * 50) == 100  # never refused
+    assert r.held() == {("target", "t1"): 1}  # only the limited pool counts
+    assert r.take(wanted) == 0  # t1 is held once, its limit
+    r.give_back(wanted[1:] * 60)  # nothing counted: nothing to give back, silently
+    r.limits["target"] = None  # lifted while t1 is counted
+    assert r.take(wanted[:1]) == 1
+    assert r.held() == {("target", "t1"): 1}  # the take after it is not counted
+    r.give_back(wanted[:1])  # the count taken under the limit
+    assert r.held() == {}
+    r.give_back(wanted[:1])  # then nothing
     assert r.held() == {}
 
 

@@ -428,6 +428,13 @@ class Master:
         ranks = [rank] if rank is not None else sorted(self._slots)
         return [(r, d) for r in ranks for d in self._slots.get(r, [])]
 
+    def in_flight(self) -> int:
+        """How many dispatches are active, every rank's together."""
+        n = 0
+        for ds in self._slots.values():
+            n += len(ds)
+        return n
+
     def held_by_rank(self) -> dict[Rank, int]:
         """How many active dispatches each busy rank holds: ``dispatches()`` counted by rank,
         without listing them (a count every loop turn, in the benchmark's timed part)."""

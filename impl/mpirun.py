@@ -69,8 +69,10 @@ class RunConfig:
     # "rank" at depth 1, "generation" beyond). Depth 2 by default since issue 19: it won on
     # trivial and on z3 tasks (docs/performance.md, "Group commit"); up to 16 since, each rank given as many
     # as keep its last dispatch's wait within a quarter of the TTL (``Master.depth``); up to 64
-    # since (fewer, larger group commits: docs/performance.md, "Depth 64").
-    pipeline: int = 64
+    # since (fewer, larger group commits: docs/performance.md, "Depth 64"); up to 128 since,
+    # with a loop turn taking at most half of what is in flight (docs/performance.md,
+    # "Turns that leave the workers work").
+    pipeline: int = 128
     fence: str | None = None
     # Invalid answers (messages the wire refuses) charged to one item before it is given up.
     max_invalid: int = 3

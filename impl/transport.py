@@ -616,7 +616,10 @@ def master_dispatch(
 ) -> Master:
     """The master loop (rank 0): dispatch to idle ranks, handle results, reclaim expired leases
     every ``reclaim_every`` seconds (default a quarter of the TTL), until every work item is
-    completed or given up (or ``Master.starved`` says none of the rest can ever be); then STOP every worker and keep handling results until each has said BYE.
+    completed or given up (or ``Master.starved`` says none of the rest can ever be); then STOP
+    every worker and keep handling results until each has said BYE. A turn of the loop handles
+    the results waiting, at most half the dispatches in flight (at least one frame), then
+    dispatches again: its decisions share one group commit.
 
     When ``hooks.restart_due`` says so the master restarts inside the job
     (``Master.restart_in_job``: the workers keep running and the results in flight reach the new
@@ -667,11 +670,10 @@ def _dispatch_loop(
 
     quiet = type(hooks).on_result is DispatchHooks.on_result  # (no closure per result then)
 
-    def handle(env: Envelope) -> None:
+    def handle(env: Envelope) -> list[ResultOutcome | None]:
         if quiet:
-            deliver(master, env)
-        else:
-            deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
+            return deliver(master, env)
+        return deliver(master, env, lambda r, o: hooks.on_result(master, Rank(env.source), r, o))
 
     with master.clock.step():  # (the first dispatches are a turn too)
         master = pump()
@@ -683,8 +685,17 @@ def _dispatch_loop(
         # clock is read once a turn rather than twice a task (issue 19: a reading, stamped to
         # 10 us, cost a tenth of a round trip).
         with master.clock.step() as now:
-            while env is not None:  # every result already waiting, decided in one group
-                handle(env)
+            # The results already waiting, decided in one group: at most half the dispatches
+            # in flight when the turn starts (at least one frame), so that the other half keeps
+            # the workers busy until the turn's dispatches reach them. A turn that took every
+            # result waiting went on while a quick worker's next frames kept arriving, so it
+            # ended only once that worker had nothing left to do: the worker then waited for
+            # the rest of the turn, and the master for the worker's next frame (issue 19).
+            left = master.in_flight() // 2
+            while env is not None:
+                left -= len(handle(env))
+                if left <= 0:
+                    break
                 env = ready()
             if now < last or now - last >= every:
                 master.reclaim_expired()

@@ -140,10 +140,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pipeline",
         type=count,
-        default=64,
+        default=128,
         metavar="N",
         help=(
-            "most dispatches one worker rank holds at once (default 64: its next WORKs are "
+            "most dispatches one worker rank holds at once (default 128: its next WORKs are "
             "already there when it answers, and each group commit covers more decisions; "
             "beyond 2 a rank is given only as many as keep the "
             "last one's wait within a quarter of --ttl, from the gap between its results; 1 is "

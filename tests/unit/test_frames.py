@@ -231,6 +231,43 @@ def test_the_master_loop_sends_each_rank_its_works_in_frames(tmp_path: Path) -> 
     assert max(n for _, n in frames_sent) > 1  # some frame held several WORKs
 
 
+def test_a_loop_turn_decides_at_most_half_the_dispatches_in_flight(tmp_path: Path) -> None:
+    """Issue 19: a turn handles the results waiting up to half the dispatches in flight when
+    it starts (at least one frame), then dispatches again, so the rest keep the workers busy.
+    Each RESULT here is a frame of its own and all of a rank's are waiting at once. Fails if a
+    turn takes every result waiting (then 8 from one rank before its next WORKs, not 4), or
+    if a turn ends before its first frame (the run would never end)."""
+    turns: list[tuple[int, int]] = []  # (in flight at the turn's start, results it handled)
+    taken = [0]
+
+    class Turns(DispatchHooks):
+        def on_progress(self, master: Master) -> None:
+            turns.append((master.in_flight(), taken[0]))
+            taken[0] = 0
+
+    class Counting(InProcessTransport):
+        def receive(self, timeout: float) -> Envelope | None:
+            return self._count(super().receive(timeout))
+
+        def ready(self) -> Envelope | None:
+            return self._count(super().ready())
+
+        def _count(self, env: Envelope | None) -> Envelope | None:
+            taken[0] += env is not None and env.tag == Tag.RESULT
+            return env
+
+    m = master_dispatch(
+        _open(tmp_path, 60, pipeline=8, seed=2), Counting(trivial_worker, (1,)), hooks=Turns()
+    )
+    m.close()
+    assert m.counters.completed == 60
+    handled = [n for _, n in turns]
+    starts = [8] + [flying for flying, _ in turns[:-1]]  # in flight as each turn began
+    assert all(n <= max(1, start // 2) for n, start in zip(handled, starts, strict=True))
+    assert all(n >= 1 for n in handled[:-1])
+    assert 4 in handled  # a turn that found more waiting stopped at half
+
+
 def test_the_master_loop_reads_the_clock_once_a_turn(tmp_path: Path) -> None:
     """Every step of one loop turn (the results, a reclaim, the dispatches) takes the one reading
     of the turn (issue 19: twice a task before): fails if a step reads the clock again."""

@@ -267,6 +267,20 @@ def test_run_takes_max_invalid_and_documents_its_exit_statuses(
         assert fragment in text
 
 
+def test_run_s_defaults_are_the_run_config_s() -> None:
+    """``leasefence run`` with no options runs ``RunConfig()``: fails if a default is changed in
+    one place only (the pipeline's, 128 since issue 19, is written in both)."""
+    import dataclasses
+
+    from leasefence.cli import build_parser
+
+    args = build_parser("run").parse_args(["run"])
+    shared = [f.name for f in dataclasses.fields(RunConfig) if hasattr(args, f.name)]
+    assert "pipeline" in shared
+    assert len(shared) >= 10
+    assert {n: getattr(args, n) for n in shared} == {n: getattr(RunConfig(), n) for n in shared}
+
+
 # -- run's expected failures and their exit statuses --------------------------------------------
 
 

@@ -492,7 +492,8 @@ class StateShardCoordinator:
         if stats is None:  # (never for a leased task: ``lease`` makes its entry)
             stats = Stats()
         if booked is not None:
-            stats = stats.booked(*booked)
+            completions, failures, reward, cost = booked  # (a call with ``*booked`` is generic)
+            stats = stats.booked(completions, failures, reward, cost)
         record = None if self._path is None else free_record(task_id, stats)
         if self._autosave and record is not None:  # as in ``lease``
             with self._change((task_id,)):

@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol
 
 from leasefence.impl.errors import LeaseError, UnknownTask, UnknownWork
@@ -145,6 +146,18 @@ class StepClock:
             self._frozen = None
 
 
+class Pace:
+    """When a rank's results come (``Master._note_result``, read by ``Master.depth``): the time
+    of its last one, and the mean gap between them once ``known`` (after two). One object a
+    rank, its fields native when compiled (issue 19: two dictionaries of floats were four
+    lookups and two floats made a result)."""
+
+    def __init__(self, last: float) -> None:
+        self.last = last
+        self.gap = 0.0
+        self.known = False
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Reservations:
     """The target, parameter and algorithm pools of the dispatch transaction.
@@ -153,19 +166,35 @@ class Reservations:
     ``limits[kind]`` is how many dispatches may hold the same key at once (None: no limit). Only
     a limited pool counts what it holds: an unlimited one never refuses, so a count would
     decide nothing (issue 19: counting the three pools of a run, all unlimited by default, was a
-    tenth of the master's time a task). A limit applies to the takes after it is set: give a
-    kind its limit before its reservations are taken (``Master`` takes its limits when made).
+    tenth of the master's time a task). A limit applies to the takes after it is set
+    (``set_limit``): give a kind its limit before its reservations are taken (``Master`` takes
+    its limits when made).
     """
 
     KINDS: ClassVar[tuple[str, ...]] = ("target", "parameter", "algorithm")
 
     def __init__(self, limits: Mapping[str, int | None] | None = None) -> None:
-        self.limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
-        self.limits.update(limits or {})
+        self._limits: dict[str, int | None] = dict.fromkeys(self.KINDS)
+        self._limits.update(limits or {})
         # kind -> key -> how many dispatches hold it (never an entry at 0). Keyed by strings,
         # whose hashes they keep: keyed by ``(kind, key)`` tuples, every lookup hashed a tuple
         # and compared one (issue 19: 8,000 instructions a task, take and give back).
-        self._held: dict[str, dict[str, int]] = {kind: {} for kind in self.limits}
+        self._held: dict[str, dict[str, int]] = {kind: {} for kind in self._limits}
+        # Whether a pool counts or holds a count: when none does, giving back only checks
+        # that each kind has a pool (issue 19: a run's pools are all unlimited by default).
+        self._counting = any(limit is not None for limit in self._limits.values())
+
+    @property
+    def limits(self) -> Mapping[str, int | None]:
+        """Each pool's limit (None: none), read-only: ``set_limit`` changes one."""
+        return MappingProxyType(self._limits)
+
+    def set_limit(self, kind: str, limit: int | None) -> None:
+        """Give pool ``kind`` (a new one too) the limit ``limit`` (None: none) for the takes from
+        now on; what it counted before is given back as before."""
+        self._limits[kind] = limit
+        self._held.setdefault(kind, {})
+        self._counting = self._counting or limit is not None
 
     def reserve(self, kind: str, key: str) -> bool:
         """Take one reservation of ``key`` in pool ``kind``; False (nothing taken) when full."""
@@ -180,16 +209,14 @@ class Reservations:
         holds the key ``limits[kind]`` times already); how many were taken (all:
         ``len(wanted)``), those first ones held (a dispatch's three reservations in one call:
         ``reserve`` is this of one key)."""
-        held, limits = self._held, self.limits
+        held, limits = self._held, self._limits
         n = 0
         for kind, key in wanted:
             limit = limits[kind]  # (``KeyError`` for a kind with no pool)
             if limit is None:  # never refused, not counted
                 n += 1
                 continue
-            pool = held.get(kind)
-            if pool is None:  # a kind given a limit after the pools were made
-                pool = held[kind] = {}
+            pool = held[kind]  # (``set_limit`` makes a new kind's pool)
             count = pool.get(key, 0)
             if count >= limit:
                 break
@@ -202,7 +229,12 @@ class Reservations:
         (``release`` is this of one key); ``RuntimeError`` for one that a limited pool does not
         hold, or of a kind with no pool. An unlimited pool has nothing to give back (what it
         counted while it had a limit excepted)."""
-        held, limits = self._held, self.limits
+        held, limits = self._held, self._limits
+        if not self._counting:  # nothing counted: only the kinds to check
+            for kind, key in taken:
+                if kind not in limits:
+                    raise RuntimeError(f"release of an unheld {kind} reservation {key!r}")
+            return
         for kind, key in reversed(taken):
             pool = held.get(kind)
             count = pool.get(key, 0) if pool else 0  # (an unlimited pool: empty)
@@ -395,8 +427,7 @@ class Master:
         # Depth by TTL (issue 19): beyond 2, how many of its ``pipeline`` slots a rank is given
         # follows the gap between its results (``depth``).
         self.depth_by_ttl = depth_by_ttl
-        self._last_end: dict[Rank, float] = {}
-        self._gap: dict[Rank, float] = {}
+        self._pace: dict[Rank, Pace] = {}
         self._slots: dict[Rank, list[ActiveDispatch]] = {}
         self._generations: Counter[Rank] = Counter()
         self.counters = Counters()
@@ -488,9 +519,10 @@ class Master:
         protocol, the model and the spec are unchanged."""
         if not self.depth_by_ttl or self.pipeline <= self.BASE_DEPTH:
             return self.pipeline
-        gap = self._gap.get(rank)
-        if gap is None:
+        pace = self._pace.get(rank)
+        if pace is None or not pace.known:
             return self.BASE_DEPTH
+        gap = pace.gap
         if gap <= 0.0:
             return self.pipeline
         return max(self.BASE_DEPTH, min(self.pipeline, int(self.ttl / (4.0 * gap))))
@@ -501,13 +533,16 @@ class Master:
         if not self.depth_by_ttl:
             return
         now = self.clock()
-        last = self._last_end.get(rank)
-        self._last_end[rank] = now
-        if last is None or now < last:
+        pace = self._pace.get(rank)
+        if pace is None:
+            self._pace[rank] = Pace(now)
+            return
+        last, pace.last = pace.last, now
+        if now < last:
             return
         gap = now - last
-        old = self._gap.get(rank)
-        self._gap[rank] = gap if old is None else old + (gap - old) / 4.0
+        pace.gap = pace.gap + (gap - pace.gap) / 4.0 if pace.known else gap
+        pace.known = True
 
     # -- opening, restart ------------------------------------------------------------------
 

@@ -316,7 +316,7 @@ def test_reservations_count_each_key_and_take_a_pool_limited_after_they_were_mad
     assert r.held() == {("target", "t1"): 2}
     r.give_back(wanted)
     assert r.held() == {("target", "t1"): 1}
-    r.limits["queue"] = 1  # a pool of a kind the dispatch does not know, limited later
+    r.set_limit("queue", 1)  # a pool of a kind the dispatch does not know, limited later
     assert r.take((("queue", "q"),)) == 1
     assert r.take((("queue", "q"),)) == 0
     assert r.held() == {("target", "t1"): 1, ("queue", "q"): 1}
@@ -342,13 +342,22 @@ def test_an_unlimited_pool_never_refuses_counts_nothing_and_gives_back_what_a_li
     assert r.held() == {("target", "t1"): 1}  # only the limited pool counts
     assert r.take(wanted) == 0  # t1 is held once, its limit
     r.give_back(wanted[1:] * 60)  # nothing counted: nothing to give back, silently
-    r.limits["target"] = None  # lifted while t1 is counted
+    r.set_limit("target", None)  # lifted while t1 is counted
     assert r.take(wanted[:1]) == 1
     assert r.held() == {("target", "t1"): 1}  # the take after it is not counted
     r.give_back(wanted[:1])  # the count taken under the limit
     assert r.held() == {}
     r.give_back(wanted[:1])  # then nothing
     assert r.held() == {}
+    # With no pool limited, a give back only checks its kinds (and still names a wrong one).
+    free = Reservations()
+    assert free.take(wanted * 3) == 9
+    assert free.held() == {}
+    free.give_back(wanted * 3)
+    with pytest.raises(RuntimeError, match="unheld nowhere reservation 'k'"):
+        free.give_back((*wanted, ("nowhere", "k")))
+    with pytest.raises(TypeError):
+        free.limits["target"] = 1  # type: ignore[index]  # read-only: ``set_limit`` sets one
 
 
 # -- fences: late, stale and duplicated results -----------------------------------------------

@@ -49,7 +49,8 @@ class MemoryJournal:
         held = self._leases.get(work_id)
         if worker is not None and (held is None or held[0] != (worker, generation)):
             return False
-        self._leases.pop(work_id, None)
+        if held is not None:  # (``del``: ``pop`` with a default is a generic method call)
+            del self._leases[work_id]
         self._completed.add(work_id)
         return True
 

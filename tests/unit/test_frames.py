@@ -268,6 +268,45 @@ def test_a_loop_turn_decides_at_most_half_the_dispatches_in_flight(tmp_path: Pat
     assert 4 in handled  # a turn that found more waiting stopped at half
 
 
+def test_the_scheduling_queue_keeps_every_unfinished_item_in_catalogue_order(
+    tmp_path: Path,
+) -> None:
+    """The master's queue (``Master._pending``) drops finished items lazily: from its head, and
+    from the part a read has passed once 64 finished ones were passed in it. Here the first
+    item's first answer never comes, so its dispatch holds the head until its lease expires
+    (the run's end) and only the second way drops anything. After every turn every unfinished item is still in the queue,
+    once, in catalogue order. Fails if a drop loses an unfinished item (the run would end
+    starved) or keeps one twice, or if nothing is dropped behind the held head."""
+    seen: list[int] = []
+    first: list[str] = []
+
+    def last_for_the_first(result: Result, rank: int, attempt: int) -> list[Reply]:
+        first.extend([] if first else [result.work_id])
+        held = 1e9 if (result.work_id, attempt) == (first[0], 0) else 0.0  # (past its lease)
+        return [Reply(r.tag, r.data, held) for r in respond(result, rank, attempt)]
+
+    class Check(DispatchHooks):
+        def on_progress(self, master: Master) -> None:
+            queue = list(reversed(master._queue))
+            assert len(queue) == len(set(queue))
+            assert [w for w in queue if w in set(master.unfinished())] == master.unfinished()
+            seen.append(len(queue))
+
+    clock = ManualClock()
+    transport = InProcessTransport(trivial_worker, (1, 2), respond=last_for_the_first, clock=clock)
+    m = Master.open(
+        tmp_path / "j.jsonl", tmp_path / "s.json", generate(300, seed=4), ttl=60.0,
+        clock=clock, pipeline=8, group_commit=True,
+    )  # fmt: skip
+    m = master_dispatch(m, transport, hooks=Check())
+    m.close()
+    assert m.counters.completed == 300
+    assert m.counters.reclaimed_work == 1  # the first item, whose first answer never came
+    assert len(seen) > 30
+    # while the first item held the head (before the last turns): dropped, 64 at a time
+    assert any(0 < n <= 300 - 128 for n in seen[:-3])
+
+
 def test_the_master_loop_reads_the_clock_once_a_turn(tmp_path: Path) -> None:
     """Every step of one loop turn (the results, a reclaim, the dispatches) takes the one reading
     of the turn (issue 19: twice a task before): fails if a step reads the clock again."""

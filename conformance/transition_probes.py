@@ -48,7 +48,7 @@ from leasefence.impl.errors import (
     UnknownWork,
 )
 from leasefence.impl.journal import WorkLeaseJournal, encode_record, legacy_lease_line
-from leasefence.impl.master import Master
+from leasefence.impl.master import Master, Reservations
 from leasefence.impl.transport import Envelope, deliver
 from leasefence.impl.wire import Rank, Result, Tag, WorkId
 from leasefence.impl.wire import encode as wire_encode
@@ -265,6 +265,14 @@ def _stand_in(master: Master) -> bool:
     return twin.recovered_state() != {} or bool(twin._generations)  # False: as expected
 
 
+def _unlimited_release() -> bool:
+    """With no pool limited (a run's default), a release gives back nothing and checks only
+    that its kind has a pool (issue 19: such pools keep no count)."""
+    free = Reservations()
+    free.release("target", "never-taken")
+    return bool(free.held())  # False: as expected
+
+
 def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
     """The master's own refusals: a depth, fence or limit that does not exist, generation fencing
     without a snapshot (its epoch), a restart of a master not made by ``Master.open``, the
@@ -305,6 +313,12 @@ def _master_probes(m: SystemMachine, master: Master) -> Iterator[Probe]:
         partial(master.reservations.release, "target", "no-such-target"),
         RuntimeError,
     )
+    yield Probe(
+        "release of a reservation of no pool, no pool limited",
+        partial(Reservations().release, "no-such-kind", "k"),
+        RuntimeError,
+    )
+    yield Probe("release of an unlimited pool's reservation", _unlimited_release)
     yield Probe("nested clock steps", partial(_nested_step, master))
     yield Probe("a master over stand-in containers", partial(_stand_in, master))
 

@@ -40,6 +40,7 @@ from leasefence.conformance.refinement import (
     persisted_coordinator,
     persisted_journal,
 )
+from leasefence.conformance.strategies import CATALOGUE
 from leasefence.impl.coordinator import StateShardCoordinator, state_task_id
 from leasefence.impl.errors import (
     CoordinatorError,
@@ -51,7 +52,11 @@ from leasefence.impl.errors import (
     SnapshotError,
 )
 from leasefence.impl.journal import WorkLeaseJournal, repair_journal
+from leasefence.impl.master import Master
 from leasefence.impl.records import MAX_ATTEMPT, _scan, _scan_lines
+from leasefence.impl.transport import result_of
+from leasefence.impl.wire import Rank
+from leasefence.impl.workload import trivial_worker
 
 
 class ScratchFailure(AssertionError):
@@ -556,7 +561,56 @@ def _task_ids() -> int:
     return 1 + len(bad)
 
 
+class _Proxied:
+    """A coordinator seen through a proxy: not exactly a ``StateShardCoordinator``, as a test's
+    stand-in or a subclass is not, so a master calls it through the ``Coordinator`` protocol."""
+
+    def __init__(self, inner: StateShardCoordinator) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _proxied_coordinator(m: SystemMachine, tmp: Path) -> int:
+    """A master calls a plain coordinator natively (``Master._native_coordinator``, issue 19)
+    and any other through the protocol: two masters over copies of the live files, one with
+    the coordinator behind a proxy, make the same dispatches, settle their results alike and
+    leave the same coordinator."""
+    seen = []
+    for name in ("plain", "proxied"):
+        d = tmp / f"master-{name}"
+        d.mkdir()
+        shutil.copyfile(m.journal_path, d / "journal")
+        shutil.copyfile(m.snapshot_path, d / "snapshot")
+        journal = WorkLeaseJournal(d / "journal", clock=m.clock)
+        coordinator = StateShardCoordinator(d / "snapshot", clock=m.clock)
+        master = Master(
+            journal,
+            coordinator if name == "plain" else _Proxied(coordinator),
+            CATALOGUE,
+            ttl=m.BOUNDS.ttl,
+            clock=m.clock,
+            pipeline=m.BOUNDS.pipeline,
+            fence=m.BOUNDS.fence,
+        )
+        sends = master.dispatch_pending([Rank(r) for r in m.BOUNDS.ranks])
+        outcomes = [master.handle_result(r, result_of(w, trivial_worker)) for r, w in sends]
+        seen.append(
+            (
+                [(r, w.work_id, w.generation) for r, w in sends],
+                outcomes,
+                coordinator_fields(coordinator),
+            )
+        )
+        journal.close()
+    _same("a proxied coordinator is decided on as the plain one", seen[1], seen[0])
+    return 1
+
+
 def scratch_probes(m: SystemMachine) -> int:
     """Every scratch probe at the machine's state; how many ran."""
     with tempfile.TemporaryDirectory(prefix="leasefence-scratch-", dir=str(m.dir)) as tmp:
-        return _journal(m, Path(tmp)) + _coordinator(m, Path(tmp))
+        return (
+            _journal(m, Path(tmp)) + _coordinator(m, Path(tmp)) + _proxied_coordinator(m, Path(tmp))
+        )

@@ -340,11 +340,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         M,
         (
             (
-                "self.coordinator.complete(task, rank, reward=1.0, cost=result.cpu_s)\n",
-                "self.coordinator.complete(task, rank, reward=result.cpu_s, cost=1.0)\n",
+                "task, rank, reward=1.0, cost=result.cpu_s, generation=gen\n",
+                "task, rank, reward=result.cpu_s, cost=1.0, generation=gen\n",
+            ),
+            (
+                "task, rank, reward=1.0, cost=result.cpu_s, **_kw(gen)\n",
+                "task, rank, reward=result.cpu_s, cost=1.0, **_kw(gen)\n",
             ),
         ),
-        "statistics: under rank fencing a completion books its CPU time as reward and 1.0 as cost",
+        "statistics: a completion books its CPU time as reward and 1.0 as cost",
     ),
     Mutant(
         "master-requeue-unreversed",

@@ -436,7 +436,8 @@ class Master:
         self.depth_by_ttl = depth_by_ttl
         self._pace: dict[Rank, Pace] = {}
         self._slots: dict[Rank, list[ActiveDispatch]] = {}
-        self._generations: Counter[Rank] = Counter()
+        # (a plain dict: compiled, a Counter is indexed through its class, at every dispatch)
+        self._generations: dict[Rank, int] = {}
         self.counters = Counters()
         self.failures: Counter[WorkId] = Counter()
         self.invalid: Counter[WorkId] = Counter()
@@ -492,9 +493,12 @@ class Master:
         for x in self.journal.leases.values():
             if x.generation is not None and x.generation[0] == epoch:
                 rank = Rank(x.owner)
-                self._generations[rank] = max(self._generations[rank], x.generation[1])
+                self._generations[rank] = max(self._generations.get(rank, 0), x.generation[1])
 
     def _epoch(self) -> int:
+        native = self._native_coordinator
+        if native is not None:
+            return native.epoch
         epoch = getattr(self.coordinator, "epoch", 1)
         return epoch if isinstance(epoch, int) else 1
 
@@ -506,7 +510,7 @@ class Master:
         never repeats, across restarts included."""
         if self.fence != FENCE_GENERATION:
             return None
-        return (self._epoch(), self._generations[rank] + 1)
+        return (self._epoch(), self._generations.get(rank, 0) + 1)
 
     def generation_counters(self) -> dict[Rank, int]:
         """Each rank's generation counter (the model's ``gens``), the ranks at 0 left out."""

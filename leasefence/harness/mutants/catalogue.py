@@ -250,8 +250,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         M,
         (
             (
-                "return (self._epoch(), self._generations[rank] + 1)",
-                "return (1, self._generations[rank] + 1)",
+                "return (self._epoch(), self._generations.get(rank, 0) + 1)",
+                "return (1, self._generations.get(rank, 0) + 1)",
             ),
         ),
         "L2 at depth 2: after a restart a token repeats, so a result from before it matches",

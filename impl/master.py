@@ -414,13 +414,9 @@ class Master:
         self.pipeline = pipeline
         self.fence = fence
         self.journal = journal
-        self.coordinator = coordinator
-        # The coordinator as its own class when it is exactly one: compiled, a call of it is
-        # then native, where a call through the protocol looks the method up by name and
-        # matches its arguments (issue 19: 1,200 instructions a task). The same calls either way.
-        self._native_coordinator: StateShardCoordinator | None = (
-            coordinator if type(coordinator) is StateShardCoordinator else None
-        )
+        self._coordinator: Coordinator = coordinator
+        self._native_coordinator: StateShardCoordinator | None = None
+        self.coordinator = coordinator  # (the setter: both fields)
         self.catalogue: dict[WorkId, WorkItem] = {i.work_id: i for i in catalogue}
         self.ttl = float(ttl)
         self.clock = clock if isinstance(clock, StepClock) else StepClock(clock)
@@ -453,6 +449,22 @@ class Master:
         self._dirty = True
         self._reopen: Callable[[], Master] | None = None
         self._resume_generations()
+
+    @property
+    def coordinator(self) -> Coordinator:
+        """The state-shard coordinator the master decides with."""
+        return self._coordinator
+
+    @coordinator.setter
+    def coordinator(self, coordinator: Coordinator) -> None:
+        # Kept beside it, the coordinator as its own class when it is exactly one: compiled, a
+        # call of it is then native, where a call through the protocol looks the method up by
+        # name and matches its arguments (issue 19: 1,200 instructions a task). The same calls
+        # either way; set together, so that a coordinator replaced is the one decided with.
+        self._coordinator = coordinator
+        self._native_coordinator = (
+            coordinator if type(coordinator) is StateShardCoordinator else None
+        )
 
     # -- dispatches and generations ---------------------------------------------------------
 

@@ -180,6 +180,36 @@ def test_a_result_books_its_reward_and_its_cpu_time_as_cost_on_the_stored_task(
     assert coordinator.stats("s2") == Stats(failures=1, cost=0.5)
 
 
+class _Proxy:
+    """A coordinator behind a proxy: not exactly a ``StateShardCoordinator``."""
+
+    def __init__(self, inner: StateShardCoordinator) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("proxied", [False, True])
+def test_a_coordinator_replaced_is_the_one_decided_with(
+    world: Any, clock: ManualClock, tmp_path: Path, proxied: bool
+) -> None:
+    # The master keeps a plain coordinator beside it for native calls (issue 19); replacing
+    # the coordinator, with a plain one or any other, replaces both. (Fails if the native
+    # one is set only when the master is made: the old coordinator would get the leases.)
+    journal, old = world
+    m = Master(journal, old, CATALOGUE, ttl=TTL, clock=clock, fence="generation")
+    new = StateShardCoordinator(tmp_path / "other-snapshot.json", clock=clock)
+    m.coordinator = _Proxy(new) if proxied else new
+    assert m.coordinator is not old
+    assert m.dispatch(W1, R1).ok
+    assert new.active_owner(S1) == R1
+    assert old.active_owner(S1) is None
+    gen = m.work_message(R1, W1).generation
+    assert m.handle_result(R1, Result(W1, S1, True, 0.25, {}, gen)).state_ok
+    assert new.stats("s1") == Stats(completions=1, reward=1.0, cost=0.25)
+
+
 def test_without_an_active_id_the_old_protocol_report_is_used(
     world: Any, clock: ManualClock
 ) -> None:

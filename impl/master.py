@@ -169,7 +169,8 @@ class Reservations:
     decide nothing (issue 19: counting the three pools of a run, all unlimited by default, was a
     tenth of the master's time a task). A limit applies to the takes after it is set
     (``set_limit``): give a kind its limit before its reservations are taken (``Master`` takes
-    its limits when made).
+    its limits when made); a pool without a limit is refused one once any reservation was
+    taken, since what it holds then was never counted.
     """
 
     KINDS: ClassVar[tuple[str, ...]] = ("target", "parameter", "algorithm")
@@ -184,6 +185,7 @@ class Reservations:
         # Whether a pool counts or holds a count: when none does, giving back only checks
         # that each kind has a pool (issue 19: a run's pools are all unlimited by default).
         self._counting = any(limit is not None for limit in self._limits.values())
+        self._took = False  # whether any reservation was ever taken (``set_limit``)
 
     @property
     def limits(self) -> Mapping[str, int | None]:
@@ -192,7 +194,15 @@ class Reservations:
 
     def set_limit(self, kind: str, limit: int | None) -> None:
         """Give pool ``kind`` (a new one too) the limit ``limit`` (None: none) for the takes from
-        now on; what it counted before is given back as before."""
+        now on; what it counted before is given back as before. ``ValueError`` for a limit given
+        to a pool that has none once any reservation was taken: it counted none of what it
+        holds, so a count from now on would be short, and a give back of an uncounted hold would
+        free a counted one (found by review)."""
+        if limit is not None and self._took and kind in self._limits and self._limits[kind] is None:
+            raise ValueError(
+                f"pool {kind!r} has no limit and reservations were taken uncounted: give it "
+                "its limit before any reservation is taken"
+            )
         self._limits[kind] = limit
         self._held.setdefault(kind, {})
         self._counting = self._counting or limit is not None
@@ -211,6 +221,7 @@ class Reservations:
         ``len(wanted)``), those first ones held (a dispatch's three reservations in one call:
         ``reserve`` is this of one key)."""
         held, limits = self._held, self._limits
+        self._took = True
         n = 0
         for kind, key in wanted:
             limit = limits[kind]  # (``KeyError`` for a kind with no pool)

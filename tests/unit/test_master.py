@@ -363,8 +363,9 @@ def test_an_unlimited_pool_never_refuses_counts_nothing_and_gives_back_what_a_li
 ):
     """Issue 19: an unlimited pool (every pool of a run by default) keeps no count. Fails if an
     unlimited take is refused or counted, if giving one back raises, if the limited pool beside
-    it stops counting, or if what a pool counted under a limit is lost once the limit is lifted
-    (its dispatches still give it back)."""
+    it stops counting, if what a pool counted under a limit is lost once the limit is lifted
+    (its dispatches still give it back), or if an unlimited pool that lent reservations
+    uncounted is given a limit."""
     r = Reservations({"target": 1})
     wanted = (("target", "t1"), ("parameter", "p"), ("algorithm", "a"))
     assert r.take(wanted) == 3
@@ -379,6 +380,18 @@ def test_an_unlimited_pool_never_refuses_counts_nothing_and_gives_back_what_a_li
     assert r.held() == {}
     r.give_back(wanted[:1])  # then nothing
     assert r.held() == {}
+    # A limit given back to it now would count short: refused, as for any pool without a limit
+    # once a reservation was taken, and allowed before any was.
+    with pytest.raises(ValueError, match="pool 'target' has no limit and reservations were"):
+        r.set_limit("target", 1)
+    late = Reservations()
+    late.set_limit("target", 1)
+    assert late.take(wanted) == 3
+    assert late.take(wanted) == 0
+    with pytest.raises(ValueError, match="pool 'parameter' has no limit"):
+        late.set_limit("parameter", 1)
+    late.set_limit("target", 2)  # a limited pool's count is kept: its limit may change
+    assert late.take(wanted) == 3
     # With no pool limited, a give back only checks its kinds (and still names a wrong one).
     free = Reservations()
     assert free.take(wanted * 3) == 9

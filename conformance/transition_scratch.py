@@ -561,9 +561,10 @@ def _task_ids() -> int:
     return 1 + len(bad)
 
 
-class _Proxied:
+class ProxiedCoordinator:
     """A coordinator seen through a proxy: not exactly a ``StateShardCoordinator``, as a test's
-    stand-in or a subclass is not, so a master calls it through the ``Coordinator`` protocol."""
+    stand-in or a subclass is not, so a master calls it through the ``Coordinator`` protocol
+    (here and in tests/unit/test_master.py)."""
 
     def __init__(self, inner: StateShardCoordinator) -> None:
         self._inner = inner
@@ -587,7 +588,7 @@ def _proxied_coordinator(m: SystemMachine, tmp: Path) -> int:
         coordinator = StateShardCoordinator(d / "snapshot", clock=m.clock)
         master = Master(
             journal,
-            coordinator if name == "plain" else _Proxied(coordinator),
+            coordinator if name == "plain" else ProxiedCoordinator(coordinator),
             CATALOGUE,
             ttl=m.BOUNDS.ttl,
             clock=m.clock,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from leasefence.conformance.tracecheck import validate
+from leasefence.conformance.transition_scratch import ProxiedCoordinator
 from leasefence.harness.faults import Injection, RestartFault, WorkerFaults, in_process
 from leasefence.impl.coordinator import StateShardCoordinator, Stats
 from leasefence.impl.journal import WorkLeaseJournal
@@ -180,16 +181,6 @@ def test_a_result_books_its_reward_and_its_cpu_time_as_cost_on_the_stored_task(
     assert coordinator.stats("s2") == Stats(failures=1, cost=0.5)
 
 
-class _Proxy:
-    """A coordinator behind a proxy: not exactly a ``StateShardCoordinator``."""
-
-    def __init__(self, inner: StateShardCoordinator) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 @pytest.mark.parametrize("proxied", [False, True])
 def test_a_coordinator_replaced_is_the_one_decided_with(
     world: Any, clock: ManualClock, tmp_path: Path, proxied: bool
@@ -200,7 +191,7 @@ def test_a_coordinator_replaced_is_the_one_decided_with(
     journal, old = world
     m = Master(journal, old, CATALOGUE, ttl=TTL, clock=clock, fence="generation")
     new = StateShardCoordinator(tmp_path / "other-snapshot.json", clock=clock)
-    m.coordinator = _Proxy(new) if proxied else new
+    m.coordinator = ProxiedCoordinator(new) if proxied else new
     assert m.coordinator is not old
     assert m.dispatch(W1, R1).ok
     assert new.active_owner(S1) == R1

@@ -118,6 +118,7 @@ INPUTS: tuple[str, ...] = (
     "leasefence.impl.records",
     "leasefence.impl.rules",
     "leasefence.impl.trace",
+    "leasefence.impl.wiretypes",
 )
 #: The packages whose import path a build is put first on.
 PACKAGES = (

@@ -45,7 +45,7 @@ from leasefence.impl.wire import (
     _decode_lines,
     _fast_frame,
     _result_bytes,
-    _written,
+    _typed_frame,
     decode,
     decode_frame,
     encode,
@@ -55,6 +55,17 @@ from leasefence.impl.wire import (
     work_text,
 )
 from leasefence.impl.workload import canonical, generate
+
+
+def _typed(tag: Tag, line: bytes) -> Any:
+    """The typed reading of one line (``wire._typed_frame`` of a frame of one message), or
+    None where it leaves the line to the other readers."""
+    read = _typed_frame(tag, line)
+    if read is None:
+        return None
+    assert len(read) == 1
+    assert read[0][0] == line
+    return read[0][1]
 
 
 class _Int(int):
@@ -569,15 +580,17 @@ HEAD_VALUES: dict[str, list[Any]] = {
 
 
 def test_the_layout_reader_checks_every_field_before_the_task_id_as_the_general_path() -> None:
-    """Fails if ``wire._written`` takes a line whose fields before the state task ID the general
-    path refuses or reads otherwise, though the line keeps the fast library's sorted layout
-    (so that only the field checks can tell): a field added before, between or after them, a
-    field left out, a field of another type or out of range. And if it does not read the
-    written messages themselves."""
+    """Fails if the typed reading (``wire._typed_frame``) takes a line whose fields before the
+    state task ID the general path refuses or reads otherwise, though the line is sorted and
+    compact as the writers write it (so that only the field checks can tell): a field added
+    before, between or after them, a field left out, a field of another type or out of range.
+    And if it does not read the written messages themselves, or any line the general path reads
+    whose fields are of the types the loops write (a float ``cpu_s``, integer generation
+    parts: an integer ``cpu_s`` or a float part is read the general way)."""
     seen = {"taken": 0, "refused": 0}
     for tag, side, msg in (WRITTEN_TAILS[0], WRITTEN_TAILS[2]):
         data = encode(msg)[1]
-        assert _written(tag, data) == msg  # the path every message of a run takes
+        assert _typed(tag, data) == msg  # the path every message of a run takes
         cut = data.index(b',"state_task_id":"')
         head: dict[str, Any] = orjson.loads(data[:cut] + b"}")
         tail = data[cut:]
@@ -592,10 +605,15 @@ def test_the_layout_reader_checks_every_field_before_the_task_id_as_the_general_
             line = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)[:-1] + tail
             reading = _read(tag, line, side)
             assert reading == _general(tag, line, side), line[:120]
-            fast = _written(tag, line)
+            fast = _typed(tag, line)
             # in the library's own layout, with a generation, what the general path reads is
             # read here too (the layout has one: a message without one goes the general way)
-            if doc.get("generation") is not None:
+            gen, cpu = doc.get("generation"), doc.get("cpu_s", 0.0)
+            if (
+                isinstance(gen, list)
+                and all(type(part) is int for part in gen)
+                and type(cpu) is float
+            ):
                 assert (fast is not None) == (reading[0] == "read"), line[:120]
             if fast is not None:
                 assert reading == _reading(fast)
@@ -617,7 +635,7 @@ def test_a_tail_behind_a_short_prefix_is_refused_on_either_side() -> None:
         for n in range(41):
             for prefix in (b"{" * n, b'{"' + b"x" * n, (b'{"cpu_s":0,"generation":[1,2]')[:n]):
                 line = prefix + tail + b"0" * 64 + b'"}'
-                assert _written(tag, line) is None
+                assert _typed(tag, line) is None
                 with pytest.raises(ProtocolError):
                     decode(tag, line, side)
                 assert all(isinstance(m, ProtocolError) for _, m in decode_frame(tag, line, side))
@@ -629,9 +647,9 @@ SIGNIFICANT = b'\x00 !"\\,:[]{}019Aaet~\x7f\x80\xff'
 
 
 def test_the_layout_reader_reads_every_one_byte_change_as_the_general_path() -> None:
-    """Fails if ``wire._written`` reads a written message with one byte changed, inserted or
-    removed, anywhere in it, otherwise than the strict decoder does (``_general``), or takes
-    one that it refuses. Both paths must be seen: it takes part of the changed lines and leaves
+    """Fails if the typed reading (``wire._typed_frame``) reads a written message with one byte
+    changed, inserted or removed, anywhere in it, otherwise than the strict decoder does
+    (``_general``), or takes one that it refuses. Both paths must be seen: it takes part of the changed lines and leaves
     the rest, valid ones among them (an escape in the task ID, a space), to the others."""
     for tag, side, msg in WRITTEN_TAILS[:1] + WRITTEN_TAILS[2:3]:
         data = encode(msg)[1]
@@ -641,7 +659,7 @@ def test_the_layout_reader_reads_every_one_byte_change_as_the_general_path() -> 
             changed += [data[:i] + bytes([b]) + data[i:] for b in SIGNIFICANT]
             changed.append(data[:i] + data[i + 1 :])
             for line in changed:
-                fast = _written(tag, line)
+                fast = _typed(tag, line)
                 general = _general(tag, line, side)
                 if fast is not None:
                     taken += 1
@@ -655,19 +673,6 @@ def test_the_layout_reader_reads_every_one_byte_change_as_the_general_path() -> 
 #: Every ASCII character and a few others: in a task ID and in a work ID, which the checks take
 #: in C calls without the patterns that say what each may hold.
 CHARACTERS = [chr(c) for c in range(128)] + ["\u00e9", "\u0085", "\u2028", "\u00a0", "\uff11"]
-
-
-def test_the_layout_readers_byte_maps_keep_a_byte_exactly_where_the_pattern_takes_it() -> None:
-    """Fails if ``wire._written``'s byte maps take a byte that an ID's pattern refuses, or
-    refuse one it takes, for any of the 256 bytes (a task ID's also refuses the quote and the
-    backslash, which its JSON text would escape): the one-byte changes of the tests above try
-    only a few bytes, and a planted DEL in either map had once survived them."""
-    for b in range(256):
-        one = bytes([b])
-        text = one.decode("latin-1")
-        assert (one.translate(wire._HEX_ONLY) == one) == (_WORK_ID.fullmatch(text * 64) is not None)
-        in_task = _TASK_ID.fullmatch(text) is not None and one not in (b'"', b"\\")
-        assert (one.translate(wire._TASK_TEXT_ONLY) == one) == in_task, b
 
 
 def test_the_id_checks_take_a_character_exactly_where_the_pattern_does() -> None:
@@ -711,6 +716,73 @@ def test_the_fast_reading_leaves_nesting_past_its_writers_limit_to_the_general_p
             taken += 1
             assert _read(Tag.RESULT, data, FROM_WORKER) == _general(Tag.RESULT, data, FROM_WORKER)
     assert taken > 10
+
+
+def test_the_typed_reading_leaves_nesting_past_its_limit_to_the_general_path() -> None:
+    """Fails if the typed reading (``wire._typed_frame``) takes a message nested past 255 levels
+    (``msgspec``'s own limit is the recursion limit, a few levels past the strict decoder's near
+    1,000: an output that deep would be read here and refused there), or reads one it takes
+    otherwise than the general path; and if it leaves a shallow one, short or long."""
+    written = encode(Result(WorkId("ab" * 32), StateTaskId("t"), True, 0.0, {"a": 1}, (1, 2)))[1]
+    taken = 0
+    for n in (1, 2, 100, *range(240, 262), *range(800, 1010, 3)):
+        for inner in ("[" * n + "]" * n, '{"b":' * n + "1" + "}" * n):
+            data = written.replace(b'{"a":1}', ('{"a":' + inner + "}").encode())
+            fast = _typed(Tag.RESULT, data)
+            assert fast is None or n + 2 <= 255, n  # the message, its output, n levels
+            if n <= 200:
+                assert fast is not None, n
+            if fast is not None:
+                taken += 1
+                assert _reading(fast) == _general(Tag.RESULT, data, FROM_WORKER)
+    assert taken > 20
+
+
+def test_a_frame_whose_newlines_stand_for_commas_or_spaces_is_read_line_by_line() -> None:
+    """Fails if the typed reading of a frame takes one whose newlines are not exactly the
+    boundaries of its messages: a message written over two lines (a newline for a comma, or
+    for nothing between two tokens), two messages on one line (apart by a space, or by a
+    comma and a space), each alone and with both in one frame so that the count of messages
+    and of lines agree. Such a frame is read line by line (``_decode_lines``), which refuses
+    the broken lines and reads a message written over several lines whole."""
+    output = [{"i": i, "j": [i, 1]} for i in range(4)]
+    good = [
+        encode(Result(WorkId(f"{i:064x}"), StateTaskId(f"t-{i}"), True, 0.5, output[i], (1, i)))[1]
+        for i in range(4)
+    ]
+    split = [
+        good[0].replace(b',"j":', b'\n"j":'),  # a comma between members
+        good[0].replace(b"[0,1]", b"[0\n1]"),  # a comma between items
+        good[0].replace(b'"i":0', b'"i":\n0'),  # between a key and its value
+        good[0].replace(b'{"i"', b'{\n"i"'),
+    ]
+    joined = [good[1] + b" " + good[2], good[1] + b"," + good[2], good[1] + b", " + good[2]]
+    frames = [*split, *joined]
+    frames += [b"\n".join([j, s]) for j in joined for s in split]
+    frames += [b"\n".join([s, good[3], j]) for j in joined for s in split]
+    for data in frames:
+        assert _typed_frame(Tag.RESULT, data) is None, data
+        assert _frame_reading(int(Tag.RESULT), data, FROM_WORKER) == _lines_reading(
+            int(Tag.RESULT), data, FROM_WORKER
+        )
+    assert _typed_frame(Tag.RESULT, b"\n".join(good)) is not None  # the frame as written
+
+
+@pytest.mark.parametrize("data", [b"", b" ", b"\n", b"\n\n", b"[]", b"{}"])
+@pytest.mark.parametrize(("tag", "side"), [(Tag.RESULT, FROM_WORKER), (Tag.WORK, FROM_MASTER)])
+def test_a_frame_of_no_message_is_refused_whole_by_every_reader(
+    data: bytes, tag: Tag, side: frozenset[Tag]
+) -> None:
+    """Fails if a frame that holds no message (empty, blank, an empty array or object) is
+    read as a frame of none: ``msgspec`` reads nothing from empty bytes, and writes the empty
+    list back as the frame with brackets around it. It is one refused message, as it was."""
+    assert _typed_frame(tag, data) is None
+    read = decode_frame(tag, data, side)
+    assert _frame_reading(tag, data, side) == _lines_reading(tag, data, side)
+    assert len(read) == 1
+    assert isinstance(read[0][1], ProtocolError)
+    with pytest.raises(ProtocolError):
+        decode(tag, data, side)
 
 
 @given(work_ids, task_ids, st.booleans(), st.floats(0, 1e12), objects, generations)
@@ -803,7 +875,7 @@ def test_frames_as_written_are_read_in_one_pass_and_as_line_by_line() -> None:
             fast = _fast_frame(tag, data, side)
             assert fast is not None
             assert fast == _decode_lines(tag, data, side)
-            assert all(_written(tag, line) == msg for line, msg in fast)  # by their layout
+            assert fast == _typed_frame(tag, data)  # in one call, by their layout
             read.extend(msg for _, msg in fast)
         assert read == msgs
     tag, framed = encode_frames(results[:257], 10**6)
@@ -819,8 +891,8 @@ def test_the_messages_a_run_writes_are_read_by_their_layout(
 ) -> None:
     """Fails if a frame of RESULTs or of the catalogue's WORKs, as the loops write them, needs
     the fast library's reading of a whole line (``_canonical``) on either side: issue 19's
-    cheaper reading by layout (``_written``) would then be bypassed for every message of a run,
-    and nothing but the time a task would show it."""
+    typed reading of a whole frame in one call (``_typed_frame``) would then be bypassed for
+    every message of a run, and nothing but the time a task would show it."""
 
     def whole_line(data: bytes) -> None:
         raise AssertionError(f"read as a whole line: {data[:80]!r}")

@@ -448,6 +448,9 @@ OUTPUTS = ['{}', '{"status":"trivial"}', '{"a":1,"a":2}', '{"a":NaN}', '{"a":1e9
                                                          1010, 1100)),
            '{"a":' + '{"b":' * 100 + "1" + "}" * 101,
            '{"s":"x","state_task_id":"t"}', '{"a":{"state_task_id":"t"}}',
+           # a duplicate key and a number written longer than it is read, so that the writing
+           # of what the typed reader read is as long as the text (only its bytes tell)
+           '{"a":1,"a":1e6}', '{"c":0,"c":1E6}',
            '{"a":"\\"","state_task_id":"t"}']  # fmt: skip
 TASKS = ["t", "a" * 64, 'q"x', "b\\\\c", "x" * 257, "\u00e9", "sp ace", 'a\\"b', ""]
 

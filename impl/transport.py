@@ -50,7 +50,9 @@ from leasefence.impl.wire import (
     decode_frame,
     encode,
     encode_frames,
+    frame_messages,
     frames,
+    read_frame,
 )
 from leasefence.impl.workload import Outcome, WorkerFn
 
@@ -305,7 +307,7 @@ class InProcessTransport:
         ``worker_execute`` does, each message then taken (``take``) in order, the RESULTs of
         the frame held to be sent together under ``frame_results``."""
         batch: list[bytes] | None = [] if self.frame_results else None
-        for _, msg in decode_frame(tag, data, FROM_MASTER):
+        for msg in frame_messages(tag, data, FROM_MASTER):
             if isinstance(msg, ProtocolError):
                 raise msg
             self.take(rank, msg, batch)
@@ -562,12 +564,23 @@ OnResult = Callable[[Result, "ResultOutcome"], None]
 def deliver(
     master: Master, env: Envelope, on_result: OnResult | None = None
 ) -> list[ResultOutcome | None]:
-    """Take apart one frame from a worker (``wire.decode_frame``) and hand each message in it to
-    the master, in order; the outcome of each, None for one refused. A malformed, unknown or
+    """Take apart one frame from a worker (``wire.read_frame`` for a frame as the workers write
+    it, else ``wire.decode_frame``) and hand each message in it to the master, in order; the
+    outcome of each, None for one refused. A malformed, unknown or
     unexpected message is logged, counted and dropped, alone (a frame refused whole counts
     once); the master keeps going."""
     source = env.source
     outcomes: list[ResultOutcome | None] = []
+    valid = read_frame(env.tag, env.data, FROM_WORKER)  # (a frame as a worker writes it)
+    if valid is not None:
+        rank = Rank(source)
+        for result in valid:
+            assert isinstance(result, Result)  # (a RESULT frame: the master takes no WORK)
+            outcome = master.handle_result(rank, result)
+            if on_result is not None:
+                on_result(result, outcome)
+            outcomes.append(outcome)
+        return outcomes
     for line, msg in decode_frame(env.tag, env.data, FROM_WORKER):
         if isinstance(msg, Bye):
             msg = ProtocolError("BYE before STOP")
@@ -760,7 +773,7 @@ def worker_execute(
     ``respond`` makes of its result; on STOP send any held replies, then BYE (with the number of
     RESULT messages sent), and return the exit status the STOP carried.
 
-    WORKs come in frames (``wire.decode_frame``); the RESULTs of one frame go back in frames too
+    WORKs come in frames (``wire.frame_messages``); the RESULTs of one frame go back in frames too
     (``wire.frames``), sent when the frame is done, when an item took ``QUICK_ITEM_S`` or more,
     or when the first of them has been held ``RESULT_FRAME_S`` by the end of an item, whichever
     is first. Any other reply (a fault's) goes alone, in order (the RESULTs before it first). A
@@ -808,7 +821,7 @@ def _work_loop(comm: Any, worker_fn: WorkerFn, respond: Respond, poll: PollPolic
         )
         if env is None:
             continue
-        for _, msg in decode_frame(env.tag, env.data, FROM_MASTER):
+        for msg in frame_messages(env.tag, env.data, FROM_MASTER):
             if isinstance(msg, ProtocolError):
                 log.warning("rank %d dropped a malformed message from the master: %s", rank, msg)
                 continue

@@ -422,6 +422,39 @@ def _decode_lines(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded
     return out
 
 
+def frame_messages(
+    tag: int, data: bytes, accept: frozenset[Tag]
+) -> Sequence[Message | ProtocolError]:
+    """The messages of a frame, each a message or the ``ProtocolError`` that refused it, in
+    order: ``read_frame``'s when it reads the frame, else ``decode_frame``'s without their
+    bytes. What a worker reads of a frame from the master (``transport.worker_execute``)."""
+    valid = read_frame(tag, data, accept)
+    if valid is not None:
+        return valid
+    return [msg for _, msg in decode_frame(tag, data, accept)]
+
+
+def _framed_kind(tag: int, data: bytes, accept: frozenset[Tag]) -> Tag | None:
+    """The framed tag (WORK or RESULT) that ``tag`` is, when this side takes it and ``data`` is
+    at most ``MAX_MESSAGE_BYTES`` (so no line of it is over the limit either); else None."""
+    kind = _TAGS.get(tag) if type(tag) is int or type(tag) is Tag else None
+    if kind is None or kind not in FRAMED or kind not in accept or len(data) > MAX_MESSAGE_BYTES:
+        return None
+    return kind
+
+
+def read_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Message] | None:
+    """The messages of a frame carried by MPI tag ``tag``, all valid, when it is written as the
+    loops write it (``_typed_messages``: read and checked in one call): what ``decode_frame``
+    reads of it, without each message's bytes, which only a refused message needs (to name the
+    work it claims). None for any other frame: ``decode_frame`` then reads it. Both loops read
+    every frame here first (issue 19: taking a frame apart into its lines was 1,500 of a
+    message's instructions, on the master and on the workers).
+    tests/unit/test_fast_paths.py holds it to ``decode_frame``."""
+    kind = _framed_kind(tag, data, accept)
+    return None if kind is None else _typed_messages(kind, data)
+
+
 def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] | None:
     """The messages of a frame read by the fast libraries, with the checks of ``_message``:
     the whole frame in one call where it is written as the loops write it (``_typed_frame``),
@@ -433,8 +466,8 @@ def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] 
     names what is wrong): one over ``MAX_MESSAGE_BYTES`` (so no line of it is over the limit
     either), a tag not framed or not taken here, a blank line, a line neither library reads as
     its own writing or a check refuses, more than ``MAX_FRAME_MESSAGES`` messages."""
-    kind = _TAGS.get(tag) if type(tag) is int or type(tag) is Tag else None
-    if kind is None or kind not in FRAMED or kind not in accept or len(data) > MAX_MESSAGE_BYTES:
+    kind = _framed_kind(tag, data, accept)
+    if kind is None:
         return None
     typed = _typed_frame(kind, data)
     if typed is not None:
@@ -460,16 +493,18 @@ def _fast_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Decoded] 
 _READ_RESULTS: Final[Callable[[bytes], list[Any]]] = msgspec.json.Decoder(ResultLayout).decode_lines
 _READ_WORKS: Final[Callable[[bytes], list[Any]]] = msgspec.json.Decoder(WorkLayout).decode_lines
 _WRITE_LINES: Final[Callable[[list[Any]], bytes]] = msgspec.json.Encoder().encode_lines
-#: The deepest nesting the typed reading takes (as ``orjson``'s writer, ``_canonical``): far
-#: inside the strict decoder's limit from where the loops call it, which ``msgspec``'s own
-#: limit is not (they differ by the frames above each: a few levels near 1,000). A line of
-#: ``_SHALLOW_BYTES`` or fewer cannot nest deeper (a level is two bytes); a longer one is
-#: counted.
+#: The deepest nesting the typed reading takes, the message's own object included (as
+#: ``orjson``'s writer, ``_canonical``): far inside the strict decoder's limit from where the
+#: loops call it, which ``msgspec``'s own limit is not (they differ by the frames above each: a
+#: few levels near 1,000).
 _MAX_DEPTH: Final = 255
+#: A line this long or shorter cannot nest deeper (a level is two bytes).
 _SHALLOW_BYTES: Final = 2 * _MAX_DEPTH
+#: The C call that counts brackets (looked up once).
+_COUNT: Final = bytes.count
 
 
-def _typed_frame(kind: Tag, data: bytes) -> list[Decoded] | None:
+def _typed_messages(kind: Tag, data: bytes) -> list[Message] | None:
     """The messages of a frame of WORKs or RESULTs (``kind``) every line of which is
     ``msgspec``'s writing of one message in its layout (``wiretypes``) that passes every
     check of ``_message``; None for any other frame (the other readers decide, and name what
@@ -504,13 +539,22 @@ def _typed_frame(kind: Tag, data: bytes) -> list[Decoded] | None:
             return None
     except (ValueError, RecursionError):  # (``msgspec.DecodeError`` is a ``ValueError``)
         return None
+    # Nesting: each message holds three brackets at least (its object, its generation, its
+    # payload or output), so none holds more than the frame's brackets less three for each
+    # of the others; only where that bound is over the limit are the lines counted one by one
+    # (walking the values read instead cost more, interpreted, than counting the frame).
     count = len(docs)
-    lines = data.split(b"\n") if count > 1 else [data]  # (as many, by the argument above)
-    out: list[Decoded] = []
-    for i in range(count):
-        line, doc = lines[i], docs[i]
-        if len(line) > _SHALLOW_BYTES and line.count(b"{") + line.count(b"[") > _MAX_DEPTH:
-            return None
+    if (
+        len(data) > _SHALLOW_BYTES
+        and _COUNT(data, b"{") + _COUNT(data, b"[") - 3 * (count - 1) > _MAX_DEPTH
+        and any(
+            len(line) > _SHALLOW_BYTES and _COUNT(line, b"{") + _COUNT(line, b"[") > _MAX_DEPTH
+            for line in data.split(b"\n")
+        )
+    ):
+        return None
+    out: list[Message] = []
+    for doc in docs:
         work_id: str = doc.work_id
         task: str = doc.state_task_id
         if not (valid_work_id(work_id) and valid_task_id(task)):
@@ -521,8 +565,18 @@ def _typed_frame(kind: Tag, data: bytes) -> list[Decoded] | None:
                          doc.generation)  # fmt: skip
         else:
             msg = Work(WorkId(work_id), StateTaskId(task), doc.payload, doc.generation)
-        out.append((line, msg))
+        out.append(msg)
     return out
+
+
+def _typed_frame(kind: Tag, data: bytes) -> list[Decoded] | None:
+    """``_typed_messages``, each message with its line (as many lines as messages, by its
+    argument)."""
+    msgs = _typed_messages(kind, data)
+    if msgs is None:
+        return None
+    lines = data.split(b"\n") if len(msgs) > 1 else [data]
+    return [(lines[i], msgs[i]) for i in range(len(msgs))]
 
 
 def work_text(work_id: object, state_task_id: object, payload_json: str) -> str | None:
@@ -722,11 +776,9 @@ def decode(tag: int, data: bytes | bytearray | memoryview, accept: frozenset[Tag
         raise ProtocolError(f"unexpected {kind.name} message on this side")
     raw = data if type(data) is bytes else bytes(data)
     if kind is Tag.RESULT or kind is Tag.WORK:
-        typed = _typed_frame(kind, raw)
+        typed = _typed_messages(kind, raw)
         if typed is not None and len(typed) == 1:  # (one line: a message, not a frame)
-            msg = typed[0][1]
-            if not isinstance(msg, ProtocolError):  # (never: it reads only messages)
-                return msg
+            return typed[0]
     doc = _canonical(raw)
     return _message(kind, _strict_document(kind, raw) if doc is None else doc)
 

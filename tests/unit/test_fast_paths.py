@@ -50,6 +50,8 @@ from leasefence.impl.wire import (
     decode_frame,
     encode,
     encode_frames,
+    frame_messages,
+    read_frame,
     valid_task_id,
     valid_work_id,
     work_text,
@@ -741,6 +743,28 @@ def test_the_typed_reading_leaves_nesting_past_its_limit_to_the_general_path() -
     assert taken > 20
 
 
+def test_a_message_nested_past_the_limit_is_found_anywhere_in_its_frame() -> None:
+    """Fails if the typed reading of a frame bounds a message's nesting wrongly (it counts the
+    frame's brackets first, and its lines one by one only where that count is too high): a
+    message nested past 255 levels, first, in the middle or last, among shallow ones long and
+    short, must leave the frame to the other readers, and the same frame with it nested within
+    the limit must not."""
+    shallow = [
+        encode(Result(WorkId(f"{i:064x}"), StateTaskId("t"), True, 0.0, out, (1, i)))[1]
+        for i, out in enumerate([{"a": 1}, {"b": "x" * 700}, {"c": [[1]] * 3}])
+    ]
+    for n, deep_taken in ((252, True), (253, False), (300, False)):
+        deep = encode(Result(WorkId("ab" * 32), StateTaskId("t"), True, 0.0, {"a": 1}, (2, 0)))[
+            1
+        ].replace(b'{"a":1}', ('{"a":' + "[" * n + "]" * n + "}").encode())
+        for at in range(len(shallow) + 1):
+            data = b"\n".join([*shallow[:at], deep, *shallow[at:]])
+            assert (read_frame(Tag.RESULT, data, FROM_WORKER) is not None) == deep_taken, (n, at)
+            assert _frame_reading(Tag.RESULT, data, FROM_WORKER) == _lines_reading(
+                Tag.RESULT, data, FROM_WORKER
+            )
+
+
 def test_a_frame_whose_newlines_stand_for_commas_or_spaces_is_read_line_by_line() -> None:
     """Fails if the typed reading of a frame takes one whose newlines are not exactly the
     boundaries of its messages: a message written over two lines (a newline for a comma, or
@@ -841,7 +865,7 @@ def test_a_frame_is_read_in_one_pass_as_line_by_line_on_hostile_frames() -> None
         encode(Result(WorkId(f"{i:064x}"), StateTaskId(f"t-{i}"), True, 0.5, {"i": i}, (1, i)))[1]
         for i in range(8)
     ]
-    taken = declined = 0
+    taken = declined = read_valid = 0
     for _ in range(3000):
         parts: list[bytes] = []
         for _ in range(r.randint(1, 6)):
@@ -855,11 +879,20 @@ def test_a_frame_is_read_in_one_pass_as_line_by_line_on_hostile_frames() -> None
             declined += 1
         else:
             taken += 1
-        assert _frame_reading(int(Tag.RESULT), data, side) == _lines_reading(
-            int(Tag.RESULT), data, side
-        )
+        lines = _lines_reading(int(Tag.RESULT), data, side)
+        assert _frame_reading(int(Tag.RESULT), data, side) == lines
+        assert [repr(m) for m in frame_messages(int(Tag.RESULT), data, side)] == [
+            r for _, r in lines
+        ]  # a worker's reading
+        valid = read_frame(int(Tag.RESULT), data, side)  # the loops' first reading
+        if valid is not None:
+            read_valid += 1
+            assert [
+                (line, repr(msg)) for line, msg in zip(data.split(b"\n"), valid, strict=True)
+            ] == lines
     assert taken > 150
     assert declined > 300
+    assert read_valid > 100
 
 
 def test_frames_as_written_are_read_in_one_pass_and_as_line_by_line() -> None:
@@ -879,6 +912,7 @@ def test_frames_as_written_are_read_in_one_pass_and_as_line_by_line() -> None:
             assert fast is not None
             assert fast == _decode_lines(tag, data, side)
             assert fast == _typed_frame(tag, data)  # in one call, by their layout
+            assert read_frame(tag, data, side) == [msg for _, msg in fast]  # the loops' reading
             read.extend(msg for _, msg in fast)
         assert read == msgs
     tag, framed = encode_frames(results[:257], 10**6)

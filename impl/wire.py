@@ -448,9 +448,7 @@ def read_frame(tag: int, data: bytes, accept: frozenset[Tag]) -> list[Message] |
     loops write it (``_typed_messages``: read and checked in one call): what ``decode_frame``
     reads of it, without each message's bytes, which only a refused message needs (to name the
     work it claims). None for any other frame: ``decode_frame`` then reads it. Both loops read
-    every frame here first (issue 19: taking a frame apart into its lines was 1,500 of a
-    message's instructions, on the master and on the workers).
-    tests/unit/test_fast_paths.py holds it to ``decode_frame``."""
+    every frame here first. tests/unit/test_fast_paths.py holds it to ``decode_frame``."""
     kind = _framed_kind(tag, data, accept)
     return None if kind is None else _typed_messages(kind, data)
 

@@ -1,5 +1,5 @@
 """The layouts of a WORK and a RESULT as ``msgspec`` reads them: a frame's messages read and
-type-checked in one C call (``wire._typed_frame``, issue 19).
+type-checked in one C call (``wire._typed_messages``, issue 19).
 
 Each class is one message of protocol version 1 exactly as ``wire.encode`` writes it today:
 every field present (the generation and the state task ID too), none other, fields in the

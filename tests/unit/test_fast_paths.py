@@ -46,6 +46,8 @@ from leasefence.impl.wire import (
     _fast_frame,
     _result_bytes,
     _typed_frame,
+    _typed_result,
+    _valid_ids,
     decode,
     decode_frame,
     encode,
@@ -403,6 +405,73 @@ def test_an_output_the_fast_writer_refuses_leaves_it_as_it_was() -> None:
         )  # fmt: skip
 
 
+def _result_doc(
+    work_id: str, task: str | None, gen: Any, cpu: float, ok: bool, output: Any
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {"v": 1, "type": "result", "work_id": work_id, "ok": ok}
+    doc.update(cpu_s=cpu, output=output)
+    if task is not None:
+        doc["state_task_id"] = task
+    if gen is not None:
+        doc["generation"] = list(gen)
+    return doc
+
+
+#: Values of an output, each beside the writers' differences it probes: ASCII strings with
+#: every escape (DEL is escaped by ``json`` alone), characters past ASCII (``msgspec`` writes
+#: UTF-8), integers to the edge of ``json``'s digit limit, floats (spelled apart), nesting (a
+#: nested object's keys are not sorted by the typed writer).
+OUTPUT_VALUES: list[Any] = [
+    "trivial", "", 'q"x\\y/', "t\n\r\t\b\f\x00\x1f", "del\x7f", "\x7e~", "\u00e9", "\u2028",
+    "\ud800", 0, -1, 2**62 - 1, -(2**62) + 1, 2**62, 2**64, 10**4299, 10**4300, True, False,
+    None, 0.0, 1.5, 1e-05, 1e16, [], [1, "a"], [1e-05], [{"b": 1, "a": 2}], {}, {"b": 1, "a": 2},
+]  # fmt: skip
+#: ``cpu_s`` at the edges of the decimal range both writers share, and past them.
+CPU_EDGES = [0.0, -0.0, 1e-4, math.nextafter(1e-4, 0.0), 5e-5, 0.5, 1e12, 9999999999999998.0,
+             1e16, math.nextafter(1e16, 2e16)]  # fmt: skip
+
+
+def test_a_result_written_by_its_layout_is_the_references_bytes() -> None:
+    """``_typed_result`` (a RESULT written by ``msgspec`` in one call) gives ``json.dumps``'s
+    bytes, or None, on edge and random values: fails if any of its guards were dropped or
+    loosened (an unsorted output, DEL, a character past ASCII, a float value or a ``cpu_s``
+    past the shared decimal range, an integer past ``json``'s digit limit, a nested object, no
+    task ID or no generation), and if the messages a run writes did not take it."""
+    r = random.Random(19)
+    taken = 0
+    keys = ["a", "b", "status", "Z", "_", "a\x7f", "\u00e9", 'q"', "0", "ab", ""]
+    tasks: list[str | None] = [None, "c8" * 32, "t-1", 'q"\\', "\u00e9", "x\x7f", "\x01"]
+    gens: list[Any] = [None, (0, 0), (3, 12345), (2**60, 2**63 - 1), (2**63, 0), [1, 2], (1,)]
+    cases: list[tuple[Any, ...]] = [
+        (t, g, c, ok, {k: v})
+        for t in tasks
+        for g in gens[:3]
+        for c in CPU_EDGES[:3]
+        for ok in (True, False)
+        for k, v in (("status", "trivial"), ("n", 3))
+    ]
+    cases += [("t", (1, 2), c, True, {"status": "trivial"}) for c in CPU_EDGES]
+    cases += [("t", g, 0.0, True, {}) for g in gens]
+    cases += [("t", (1, 2), 0.0, True, {k: v}) for k in keys for v in OUTPUT_VALUES]
+    for _ in range(3000):
+        output = {r.choice(keys): r.choice(OUTPUT_VALUES) for _ in range(r.randint(0, 5))}
+        cases.append((r.choice(tasks), r.choice(gens), r.choice(CPU_EDGES), True, output))
+    cases.append(("t", (1, 2), 0.0, True, {"b": 1, "a": 2}))  # keys not in order
+    cases.append(("t", (1, 2), 0.0, True, {1: "x", "a": 2}))  # a key not a str
+    work_id = "ab" * 32
+    for task, gen, cpu, ok, output in cases:
+        typed = _typed_result(work_id, task, gen, cpu, ok, output)
+        if typed is not None:
+            taken += 1
+            assert typed == _message_ref(_result_doc(work_id, task, gen, cpu, ok, output)), (
+                task, gen, cpu, output,
+            )  # fmt: skip
+    assert taken > len(cases) // 20  # (341 of 3,579: most cases hold a value it declines)
+    for run_output in ({"status": "trivial"}, {"b": True, "a": None, "c": -3, "d": "sat"}):
+        assert _typed_result(work_id, "c8" * 32, (0, 7), 0.0, True, run_output) is not None
+        assert _typed_result(work_id, "c8" * 32, (0, 7), 0.25, False, run_output) is not None
+
+
 # -- the wire: the fast library's reading of RESULT and WORK ------------------------------------
 
 
@@ -704,6 +773,36 @@ def test_the_id_checks_take_a_character_exactly_where_the_pattern_does() -> None
         assert not valid_work_id(other)
     for other in (None, b"t", "a b", ""):
         assert not valid_task_id(other)
+
+
+def test_a_frames_ids_checked_joined_are_valid_exactly_when_each_is() -> None:
+    """``_valid_ids`` (a frame's IDs checked joined) says what ``valid_work_id`` and
+    ``valid_task_id`` say of each, with any ASCII character (and some past it) at the start,
+    the middle or the end of any ID of a frame of one to three: fails if the joined check let
+    a bad ID through (a pair read across two IDs, a space ``fromhex`` skips, capitals) or
+    refused a frame of good ones (a task ID of punctuation, which the letters-and-digits
+    check alone refuses)."""
+    good_id, good_task = "0f" * 32, "c8" * 32
+    extra = ["\u00e9", "\u0660", "\x85", "\u3000", "\ud800"]  # (a lone surrogate: no UTF-8)
+    for size in (1, 2, 3):
+        for at in range(size):
+            for c in [*CHARACTERS, *extra]:
+                for where in (0, 31, 63):
+                    bad_id = good_id[:where] + c + good_id[where + 1 :]
+                    ids = [good_id] * size
+                    ids[at] = bad_id
+                    tasks = [good_task] * size
+                    assert _valid_ids(ids, tasks) == valid_work_id(bad_id), (c, where, at)
+                for task in (c, "t" + c, c + "t" * 255, "a" + c + "b"):
+                    tasks = [good_task] * size
+                    tasks[at] = task
+                    want = valid_task_id(task)
+                    assert _valid_ids([good_id] * size, tasks) == want, (c, task[:3], at)
+    # pairs across two IDs: each 64 characters, but one holding a space where another's
+    # character went missing, read whole the text written back is shorter
+    assert not _valid_ids(["0f" * 31 + "0 ", "f" + "0f" * 31 + "0"], [good_task] * 2)
+    assert _valid_ids([good_id] * 2, ["t-1", "a.b/c"])
+    assert not _valid_ids([good_id] * 2, ["t-1", "a b"])
 
 
 def test_the_fast_reading_leaves_nesting_past_its_writers_limit_to_the_general_path() -> None:

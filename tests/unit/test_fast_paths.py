@@ -843,16 +843,16 @@ def test_the_typed_reading_leaves_nesting_past_its_limit_to_the_general_path() -
 
 
 def test_a_message_nested_past_the_limit_is_found_anywhere_in_its_frame() -> None:
-    """Fails if the typed reading of a frame bounds a message's nesting wrongly (it counts the
-    frame's brackets first, and its lines one by one only where that count is too high): a
-    message nested past 255 levels, first, in the middle or last, among shallow ones long and
-    short, must leave the frame to the other readers, and the same frame with it nested within
-    the limit must not."""
+    """Fails if the typed reading of a frame bounds a message's nesting wrongly (it walks each
+    message's output or payload): a message nested past 255 levels (its object, its output,
+    then 254 arrays), first, in the middle or last, among shallow ones long and short, must
+    leave the frame to the other readers, and the same frame with it nested exactly 255 deep
+    must not."""
     shallow = [
         encode(Result(WorkId(f"{i:064x}"), StateTaskId("t"), True, 0.0, out, (1, i)))[1]
         for i, out in enumerate([{"a": 1}, {"b": "x" * 700}, {"c": [[1]] * 3}])
     ]
-    for n, deep_taken in ((252, True), (253, False), (300, False)):
+    for n, deep_taken in ((253, True), (254, False), (300, False)):
         deep = encode(Result(WorkId("ab" * 32), StateTaskId("t"), True, 0.0, {"a": 1}, (2, 0)))[
             1
         ].replace(b'{"a":1}', ('{"a":' + "[" * n + "]" * n + "}").encode())
@@ -862,6 +862,25 @@ def test_a_message_nested_past_the_limit_is_found_anywhere_in_its_frame() -> Non
             assert _frame_reading(Tag.RESULT, data, FROM_WORKER) == _lines_reading(
                 Tag.RESULT, data, FROM_WORKER
             )
+
+
+def test_a_work_nested_past_the_limit_is_left_to_the_other_readers() -> None:
+    """As the previous test, for a WORK's payload (walked as a RESULT's output is): fails if
+    the typed reading took a payload nested past 255 levels, or left one exactly that deep."""
+    shallow = [encode(Work(WorkId(f"{i:064x}"), StateTaskId("t"), {"a": i}, (1, i)))[1]
+               for i in range(3)]  # fmt: skip
+    for n, deep_taken in ((253, True), (254, False)):
+        for inner in ("[" * n + "]" * n, '{"b":' * n + "1" + "}" * n):
+            deep = encode(Work(WorkId("ab" * 32), StateTaskId("t"), {"a": 1}, (2, 0)))[1].replace(
+                b'{"a":1}', ('{"a":' + inner + "}").encode()
+            )
+            for at in (0, 2, 3):
+                data = b"\n".join([*shallow[:at], deep, *shallow[at:]])
+                taken = read_frame(Tag.WORK, data, FROM_MASTER) is not None
+                assert taken == deep_taken, (n, at, inner[:2])
+                assert _frame_reading(Tag.WORK, data, FROM_MASTER) == _lines_reading(
+                    Tag.WORK, data, FROM_MASTER
+                )
 
 
 def test_a_frame_whose_newlines_stand_for_commas_or_spaces_is_read_line_by_line() -> None:

@@ -1192,7 +1192,9 @@ class Master:
         self._dirty = False
         ranks = list(ranks)
         free = {r: self.depth(r) - len(self._slots.get(r, [])) for r in ranks}
-        idle = [r for k in range(self.pipeline) for r in ranks if free[r] > k]
+        # (rounds up to the most free slots of a rank, not the pipeline: a turn frees a frame's
+        # slots of 128, and each round more cost a pass over the ranks)
+        idle = [r for k in range(max(free.values(), default=0)) for r in ranks if free[r] > k]
         if not idle:
             return []
         busy = {d.work_id for ds in self._slots.values() for d in ds}  # every active one

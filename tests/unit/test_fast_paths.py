@@ -864,6 +864,18 @@ def test_a_message_nested_past_the_limit_is_found_anywhere_in_its_frame() -> Non
             )
 
 
+def test_the_layouts_fields_are_in_the_order_the_typed_reading_unpacks() -> None:
+    """``_typed_messages`` unpacks each layout's fields as a tuple (``msgspec.structs.astuple``)
+    in this order, which is also the sorted order the writer's text holds them in: fails if a
+    field of either layout were added, dropped or moved."""
+    assert wire.ResultLayout.__struct_fields__ == (
+        "cpu_s", "generation", "ok", "output", "state_task_id", "type", "v", "work_id",
+    )  # fmt: skip
+    assert wire.WorkLayout.__struct_fields__ == (
+        "generation", "payload", "state_task_id", "type", "v", "work_id",
+    )  # fmt: skip
+
+
 def test_a_work_nested_past_the_limit_is_left_to_the_other_readers() -> None:
     """As the previous test, for a WORK's payload (walked as a RESULT's output is): fails if
     the typed reading took a payload nested past 255 levels, or left one exactly that deep."""

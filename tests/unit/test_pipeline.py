@@ -498,3 +498,21 @@ def test_without_depth_by_ttl_every_rank_is_given_the_whole_pipeline(tmp_path: P
     _answer_oldest(m, R1)
     assert m.depth(R1) == 16
     m.close()
+
+
+def test_one_call_fills_every_free_slot_of_every_rank_however_unequal(tmp_path: Path) -> None:
+    """``dispatch_pending`` serves the ranks round by round, one slot each a round, for as many
+    rounds as the rank with the most free slots has: fails if it stopped at the fewest (a rank
+    left with free slots until the next turn) or one round short of the most."""
+    clock = ManualClock()
+    m = _deep_master(tmp_path, clock, ttl=40.0)
+    first = m.dispatch_pending([R1, R2])
+    assert [rank for rank, _ in first[:4]] == [R1, R2, R1, R2]  # round by round
+    assert len(first) == 32
+    for _ in range(3):
+        _answer_oldest(m, R1)
+    _answer_oldest(m, R2)
+    again = m.dispatch_pending([R1, R2])
+    assert sorted(rank for rank, _ in again) == [R1, R1, R1, R2]
+    assert len(m.dispatches(R1)) == len(m.dispatches(R2)) == 16
+    m.close()

@@ -779,8 +779,14 @@ def _typed_result(
     ``cpu_s`` is zero or in the range both spell as decimals. Both escape a string alike in
     the ASCII range but for DEL, and ``msgspec`` writes any other character as UTF-8: so the
     bytes are taken only when they are ASCII without DEL (``json`` would have escaped the
-    rest). tests/unit/test_fast_paths.py holds it to ``json.dumps``."""
-    if task is None or not (cpu == 0.0 or _DECIMAL_MIN <= cpu < _DECIMAL_END):
+    rest). The IDs and the output are of exactly those types (a subclass is written by the
+    other path). tests/unit/test_fast_paths.py holds it to ``json.dumps``."""
+    if (
+        type(work_id) is not str  # (``msgspec`` refuses a subclass, ``TypeError``)
+        or type(task) is not str
+        or type(output) is not dict  # (``msgspec`` reads a subclass's storage, not its items)
+        or not (cpu == 0.0 or _DECIMAL_MIN <= cpu < _DECIMAL_END)
+    ):
         return None
     if not plain_generation(gen) or gen is None:
         return None

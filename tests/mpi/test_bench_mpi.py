@@ -1,9 +1,10 @@
-"""The dispatch benchmark at its tiny size: every contender's ``mpiexec -n 3`` job runs and reports
-a rate (no figure is checked; the machine is shared and noisy), and the depth-2 contender really
-ran at depth 2."""
+"""The MPI benchmarks at their tiny sizes: every dispatch contender's ``mpiexec -n 3`` job runs and
+reports a rate (no figure is checked; the machine is shared and noisy), the depth-2 contender
+really ran at depth 2, and the whole jobs of ``jobs`` run and are compared."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from pathlib import Path
@@ -63,3 +64,28 @@ def test_every_dispatch_contender_runs_under_mpiexec_and_reports_a_rate(
     assert set(cpu) >= {"master-run", "bare-transport", "master-group"}
     assert all(side > 0 for sides in cpu.values() for side in sides.values())
     assert "what a round trip costs: master-run" in out.getvalue()
+
+
+def test_whole_jobs_run_leasefence_and_the_pool_side_by_side_and_report_their_ratio(
+    tmp_path: Path,
+) -> None:
+    """``jobs`` at its tiny size: each contender a whole ``mpiexec`` job, timed from outside,
+    the run's journal holding every item completed (``completed_in_journal``: else an error),
+    and a goal per size with the pool's time over the run's."""
+    out = io.StringIO()
+    sizes = dataclasses.replace(Sizes.named("tiny"), job_ranks=3)
+    report = run(sizes, ("jobs",), directory=tmp_path, out=out)
+    assert report.errors == [], out.getvalue()
+    figures = report.results["jobs"]
+    assert figures["ranks"] == 3
+    assert figures["engine"] in {"compiled", "interpreted"}  # what `leasefence run` said it ran
+    (row,) = figures["sizes"].values()
+    assert row["run_s"] > 0
+    assert row["pool_s"] > 0
+    assert row["pool_over_run"] == row["pool_s"] / row["run_s"]
+    assert set(figures["runs"]) == {"run-40", "pool-40"}
+    (goal,) = [g for g in report.goals if g.bench == "jobs"]
+    assert goal.name == "whole job, 40 tasks: MPIPoolExecutor / run"
+    assert goal.value == row["pool_over_run"]
+    assert goal.status in {"PASS", "MISS"}
+    assert "-n 3" in goal.note

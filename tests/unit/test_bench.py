@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,10 +74,10 @@ def test_every_goal_is_reported_with_a_verdict_and_unmeasured_ones_are_skipped(
 ) -> None:
     goals = report_json["goals"]
     assert isinstance(goals, list)
-    assert len(goals) == 18
+    assert len(goals) == 20
     assert {g["status"] for g in goals} <= {"PASS", "MISS", "SKIP"}
-    dispatch = [g for g in goals if "master" in g["name"]]
-    assert [g["status"] for g in dispatch] == ["SKIP", "SKIP", "SKIP"]  # dispatch was not run
+    dispatch = [g for g in goals if "master" in g["name"] or "MPIPool" in g["name"]]
+    assert [g["status"] for g in dispatch] == ["SKIP"] * 5  # neither dispatch nor jobs was run
     assert all(g["value"] is not None for g in goals if g["name"].startswith("journal"))
     # the trace goals read the sizes they name: 2,000 items is in the tiny run, 10^5 is not
     trace = {g["name"]: g["value"] for g in goals if g["name"].startswith("trace check")}
@@ -119,7 +120,9 @@ def test_an_unknown_benchmark_name_is_a_usage_error(capsys: pytest.CaptureFixtur
         main(["bench", "--only", "journal,nosuch"])
     assert exc.value.code == 2
     assert "nosuch" in capsys.readouterr().err
-    assert set(BENCHMARKS) == {"journal", "recovery", "scale", "dispatch", "verification", "trace"}
+    assert set(BENCHMARKS) == {
+        "journal", "recovery", "scale", "dispatch", "jobs", "verification", "trace"
+    }  # fmt: skip
 
 
 def test_a_benchmark_that_fails_reports_its_goals_as_errors_not_as_skipped(
@@ -171,3 +174,65 @@ def test_the_dispatch_goal_times_master_and_bare_loop_over_jobs_of_the_same_leng
 
     assert GOAL_MASTER in LONG_JOBS
     assert "bare" in LONG_JOBS
+
+
+def test_a_whole_job_that_fails_or_leaves_items_undone_is_an_error_naming_it() -> None:
+    from leasefence.harness.bench.jobs import completed_in_journal, whole_job
+
+    seconds, output = whole_job([sys.executable, "-c", "print('ran')"])
+    assert seconds > 0
+    assert output == "ran\n"
+    failing = [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"]
+    with pytest.raises(RuntimeError, match=r"exited 3: boom$") as exc:
+        whole_job(failing)
+    assert sys.executable in str(exc.value)  # the command is named
+
+    done = "  items completed 40 (journal: 40/40 completed)\n  dispatcher               compiled\n"
+    assert completed_in_journal(done, 40) == "compiled"
+    assert completed_in_journal(done.replace("compiled\n", "interpreted\n"), 40) == "interpreted"
+    with pytest.raises(ValueError, match=r"journal: 39/40 completed \(want all 40 completed\)"):
+        completed_in_journal(done.replace("40/40", "39/40"), 40)
+    with pytest.raises(ValueError, match="of 41 items: journal: 40/40 completed"):
+        completed_in_journal(done, 41)  # every item of this job, not another's count
+    with pytest.raises(ValueError, match="no count of completed items"):
+        completed_in_journal("leasefence run: done\n", 40)
+
+
+def test_the_whole_job_goals_name_the_issues_sizes_until_jobs_runs_then_the_sizes_it_ran() -> None:
+    from leasefence.harness.bench.goals import job_goals
+
+    assert [(g.name, g.status) for g in job_goals({})] == [
+        ("whole job, 2,000 tasks: MPIPoolExecutor / run", "SKIP"),
+        ("whole job, 20,000 tasks: MPIPoolExecutor / run", "SKIP"),
+    ]
+    ran = {"jobs": {"ranks": 4, "sizes": {"500": {"pool_over_run": 0.9}}}}
+    (goal,) = job_goals(ran)
+    assert (goal.name, goal.value, goal.status) == (
+        "whole job, 500 tasks: MPIPoolExecutor / run",
+        0.9,
+        "MISS",
+    )
+    assert goal.note == "durable leasefence run, -n 4"
+    ran["jobs"]["sizes"]["500"]["pool_over_run"] = 1.0
+    assert job_goals(ran)[0].status == "PASS"  # >= 1.0: as fast as the pool meets the goal
+
+
+def test_ranks_sets_both_mpi_benchmarks_and_each_keeps_its_own_default_without_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from leasefence.cli import cmd_bench
+    from leasefence.harness.bench.runner import Report
+
+    seen: list[Sizes] = []
+
+    def fake_run(sizes: Sizes, only: object, directory: object = None) -> Report:
+        seen.append(sizes)
+        return Report(sizes)
+
+    monkeypatch.setattr(cmd_bench, "run", fake_run)
+    assert main(["bench", "--only", "jobs"]) == 0
+    assert main(["bench", "--only", "jobs", "--ranks", "2"]) == 0
+    assert [(s.ranks, s.job_ranks) for s in seen] == [(3, 4), (2, 2)]
+    assert main(["bench", "--ranks", "1"]) == 1
+    assert "--ranks must be at least 2, got 1" in capsys.readouterr().err
+    assert len(seen) == 2  # refused before running anything

@@ -20,6 +20,10 @@ Benchmarks (``BENCHMARKS``):
 ``dispatch``      master round trips per second against a bare mpi4py loop and
                   ``MPIPoolExecutor``, and pipeline depth 2 against depth 1 (issue 12): short
                   ``mpiexec -n 3`` jobs of ``mpi_job`` (``--ranks N``: ``-n N``).
+``jobs``          whole jobs, start-up included, as a user runs them: ``leasefence run
+                  --worker trivial`` (durable) against ``MPIPoolExecutor`` mapping the identity,
+                  2,000 and 20,000 tasks on ``mpiexec -n 4`` (issue 19, point 1), timed from
+                  outside.
 ``verification``  the model checker's states per second against TLC's on the same bounds;
                   conformance steps per second.
 ``trace``         ``trace check`` steps per second on synthesized runs of 10³, 10⁴, 10⁵ items.
@@ -29,7 +33,9 @@ This package imports none of its modules (import each from its own): ``mpi_job``
 compiled dispatcher, when asked to, before anything imports the interpreted one. One module per
 concern: ``runner`` (the run and its report), ``common`` (sizes, interleaving,
 medians), ``goals`` (the goals and the other figures), one module per benchmark (``journal``,
-``recovery``, ``scale``, ``dispatch``, ``verification``, ``trace``), and two that only the dispatch benchmark runs:
+``recovery``, ``scale``, ``dispatch``, ``jobs``, ``verification``, ``trace``), ``pool_map`` (the
+``jobs`` pool contender's script, run by path so that it imports nothing of leasefence), and
+two that only the dispatch benchmark runs:
 
 - ``mpi_job`` is one contender of the dispatch benchmark as an MPI job
   (``mpiexec -n 3 python -m leasefence.harness.bench.mpi_job CONTENDER --tasks N --out FILE``;

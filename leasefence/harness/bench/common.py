@@ -41,6 +41,11 @@ class Sizes:
     #: Work items per in-process master run (``scale``): 10³ to 10⁵, as issue 19 asks.
     scale: tuple[int, ...] = (1_000, 10_000, 100_000)
     ranks: int = 3  # MPI processes of each dispatch job (``leasefence bench --ranks``)
+    #: Tasks of each whole job (``jobs``): issue 19's 2,000 and 20,000, each size's two
+    #: contenders run ``job_repeats`` times on ``mpiexec -n job_ranks`` (``--ranks`` sets it too).
+    jobs: tuple[int, ...] = (2_000, 20_000)
+    job_repeats: int = 3
+    job_ranks: int = 4
 
     @classmethod
     def named(cls, name: str) -> Sizes:
@@ -48,7 +53,24 @@ class Sizes:
 
 
 SIZES = {
-    "tiny": Sizes("tiny", 1, 5, 4, 2, (100, 1_000), 200, 1, 30, 20, 1, 2, 1, (100, 300)),
+    "tiny": Sizes(
+        "tiny",
+        1,
+        5,
+        4,
+        2,
+        (100, 1_000),
+        200,
+        1,
+        30,
+        20,
+        1,
+        2,
+        1,
+        (100, 300),
+        jobs=(40,),
+        job_repeats=1,
+    ),
     "default": Sizes(
         "default", 5, 40, 16, 8, (1_000, 10_000, 100_000), 10_000, 3, 400, 200, 3, 10, 2
     ),

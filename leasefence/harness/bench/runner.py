@@ -14,13 +14,14 @@ from typing import Any, TextIO
 from leasefence.harness.bench.common import Say, Sizes, machine
 from leasefence.harness.bench.dispatch import bench_dispatch
 from leasefence.harness.bench.goals import Goal, goals, other_figures
+from leasefence.harness.bench.jobs import bench_jobs
 from leasefence.harness.bench.journal import bench_journal
 from leasefence.harness.bench.recovery import bench_recovery
 from leasefence.harness.bench.scale import bench_scale
 from leasefence.harness.bench.trace import bench_trace
 from leasefence.harness.bench.verification import bench_verification
 
-BENCHMARKS = ("journal", "recovery", "scale", "dispatch", "verification", "trace")
+BENCHMARKS = ("journal", "recovery", "scale", "dispatch", "jobs", "verification", "trace")
 SCHEMA = 1
 
 
@@ -55,6 +56,7 @@ RUNNERS: dict[str, Callable[[Sizes, Path, Say], dict[str, Any]]] = {
     "recovery": bench_recovery,
     "scale": bench_scale,
     "dispatch": bench_dispatch,
+    "jobs": bench_jobs,
     "verification": bench_verification,
     "trace": bench_trace,
 }

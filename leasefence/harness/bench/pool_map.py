@@ -1,0 +1,29 @@
+"""The ``jobs`` benchmark's MPIPoolExecutor contender: map the identity over ``range(N)``.
+
+Run as a script, not a module, so that its start-up is mpi4py's alone (nothing of leasefence
+is imported)::
+
+    mpiexec -n 4 python -m mpi4py.futures .../pool_map.py N
+
+The function mapped is ``int``, the identity on ints: a builtin, pickled by name, so the worker
+ranks import nothing either. Exits non-zero, saying so, when a result differs from its input.
+"""
+
+import sys
+
+from mpi4py.futures import MPIPoolExecutor
+
+
+def main() -> int:
+    tasks = int(sys.argv[1])
+    with MPIPoolExecutor() as pool:
+        results = list(pool.map(int, range(tasks)))
+    if results != list(range(tasks)):
+        print(f"pool_map: {tasks} tasks, wrong results", file=sys.stderr)
+        return 1
+    print(f"pool_map: {tasks} tasks mapped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -121,6 +122,38 @@ def test_changing_any_one_of_the_six_fields_changes_the_task(
     changed[index] = other
     assert state_task_id(*fields) == state_task_id(*list(fields))
     assert state_task_id(*fields) != state_task_id(*changed)
+
+
+def _reference_task_id(fields: list[object]) -> str:
+    """The definition: SHA-256 of the six fields as canonical JSON, written by ``json.dumps``."""
+    named = dict(zip(TASK_FIELDS, fields, strict=True))
+    text = json.dumps(named, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+class _Str(str):
+    pass
+
+
+@given(fields=st.lists(st.text(), min_size=6, max_size=6), index=st.integers(0, 5))
+def test_six_strings_name_the_task_json_dumps_names(fields: list[object], index: int) -> None:
+    """The fast path for six ``str`` (quotes, backslashes, control characters, non-ASCII and
+    lone surrogates escaped as ``json.dumps`` escapes them) against the definition; a ``str``
+    subclass names the same task."""
+    assert state_task_id(*fields) == _reference_task_id(fields)
+    subclassed = list(fields)
+    subclassed[index] = _Str(fields[index])
+    assert state_task_id(*subclassed) == _reference_task_id(fields)
+
+
+@pytest.mark.parametrize(
+    "text", ['"', "\\", "\n", "\x00", "\x7f", "é", "\ud800", "\U0001f600", "</"]
+)
+def test_each_escape_of_a_field_gives_the_task_json_dumps_gives(text: str) -> None:
+    for index in range(6):
+        fields: list[object] = ["in", "f", "t", "a", "s", "c"]
+        fields[index] = f"x{text}y"
+        assert state_task_id(*fields) == _reference_task_id(fields)
 
 
 def _circular() -> list[object]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 import math
 import resource
@@ -540,8 +541,20 @@ def _legacy_snapshots(m: SystemMachine, tmp: Path) -> int:
 
 
 def _task_ids() -> int:
-    """``state_task_id``: a list and a tuple of the same items name one task; NaN, a container
-    holding itself, a non-string key and a non-JSON object are refused by name."""
+    """``state_task_id``: six strings (escapes among them) name the task their canonical JSON
+    names, written here with ``json.dumps``; a list and a tuple of the same items name one task;
+    NaN, a container holding itself, a non-string key and a non-JSON object are refused by
+    name."""
+    fields = ('p"1', "main", "leaf\u00e9", "reach", "breadth-first", "root\n")
+    named = dict(
+        zip(("input", "focus", "target", "action", "schedule", "continuation"), fields, strict=True)
+    )
+    text = json.dumps(named, sort_keys=True, separators=(",", ":"))
+    _same(
+        "six strings name the task of their canonical JSON",
+        state_task_id(*fields),
+        hashlib.sha256(text.encode("ascii")).hexdigest(),
+    )
     nested = {"a": [1, 2.5, None, True], "b": {"c": "d"}}
     as_tuple = {"a": (1, 2.5, None, True), "b": {"c": "d"}}
     _same(
@@ -558,7 +571,7 @@ def _task_ids() -> int:
             partial(state_task_id, value, 0, 0, 0, 0, 0),
             InvalidArgument,
         )
-    return 1 + len(bad)
+    return 2 + len(bad)
 
 
 class ProxiedCoordinator:

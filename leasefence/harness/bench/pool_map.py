@@ -11,10 +11,10 @@ ranks import nothing either. Exits non-zero, saying so, when a result differs fr
 
 import sys
 
-from mpi4py.futures import MPIPoolExecutor
-
 
 def main() -> int:
+    from mpi4py.futures import MPIPoolExecutor  # (imported here: importing it starts MPI)
+
     tasks = int(sys.argv[1])
     with MPIPoolExecutor() as pool:
         results = list(pool.map(int, range(tasks)))

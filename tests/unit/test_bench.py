@@ -177,7 +177,8 @@ def test_the_dispatch_goal_times_master_and_bare_loop_over_jobs_of_the_same_leng
 
 
 def test_a_whole_job_that_fails_or_leaves_items_undone_is_an_error_naming_it() -> None:
-    from leasefence.harness.bench.jobs import completed_in_journal, whole_job
+    from leasefence.harness.bench.common import whole_job
+    from leasefence.harness.bench.jobs import completed_in_journal
 
     seconds, output = whole_job([sys.executable, "-c", "print('ran')"])
     assert seconds > 0

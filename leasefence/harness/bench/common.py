@@ -9,6 +9,8 @@ import os
 import platform
 import sqlite3
 import statistics
+import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,3 +154,16 @@ def interleave(
 
 def work_ids(n: int, salt: str = "") -> list[str]:
     return [hashlib.sha256(f"{salt}{i}".encode()).hexdigest() for i in range(n)]
+
+
+def whole_job(cmd: list[str], timeout: float = 600.0) -> tuple[float, str]:
+    """Run ``cmd`` (an ``mpiexec`` job) to its end: its wall time in seconds and its standard
+    output. A job that exits non-zero raises, naming the command and the end of what it
+    printed."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: " + " | ".join(tail))
+    return seconds, proc.stdout

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from leasefence.harness.bench.common import Sizes, fmt, interleave, median
+from leasefence.harness.bench.common import Sizes, fmt, interleave, median, whole_job
 
 #: The MPI job of one contender, run as a module (it ships in the package).
 MPI_JOB = "leasefence.harness.bench.mpi_job"
@@ -89,10 +88,9 @@ def _dispatch_job(
         poll,
         *(() if contender == "pool" else ("--engine", engine)),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    if proc.returncode != 0 or not out.is_file():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: " + " | ".join(tail))
+    whole_job(cmd, timeout)
+    if not out.is_file():
+        raise RuntimeError(f"{' '.join(cmd)} exited 0 without writing {out}")
     doc: dict[str, Any] = json.loads(out.read_text())
     return doc
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from leasefence.harness.bench.common import Sizes, fmt, interleave, median
+from leasefence.harness.bench.common import Sizes, fmt, interleave, median, whole_job
 from leasefence.harness.bench.dispatch import mpiexec
 
 #: The pool contender's script (run by path: see its docstring).
@@ -33,18 +31,6 @@ POOL_MAP = Path(__file__).with_name("pool_map.py")
 #: What ``leasefence run`` prints at the end: every item completed, counted in the journal.
 _COMPLETED = re.compile(r"journal: (\d+)/(\d+) completed")
 _ENGINE = re.compile(r"^\s*dispatcher\s+(\S+)", re.MULTILINE)
-
-
-def whole_job(cmd: list[str], timeout: float = 600.0) -> tuple[float, str]:
-    """Run ``cmd`` to its end: its wall time in seconds and its standard output. A job that
-    exits non-zero raises, naming the command and the end of what it printed."""
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: " + " | ".join(tail))
-    return seconds, proc.stdout
 
 
 def completed_in_journal(output: str, tasks: int) -> str:

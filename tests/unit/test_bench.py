@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -237,3 +238,17 @@ def test_ranks_sets_both_mpi_benchmarks_and_each_keeps_its_own_default_without_i
     assert main(["bench", "--ranks", "1"]) == 1
     assert "--ranks must be at least 2, got 1" in capsys.readouterr().err
     assert len(seen) == 2  # refused before running anything
+
+
+@pytest.mark.parametrize("argv", [[], ["x"], ["-1"], ["1", "2"]])
+def test_the_pool_script_refuses_anything_but_a_count_of_tasks_before_starting_mpi(
+    argv: list[str],
+) -> None:
+    from leasefence.harness.bench.jobs import POOL_MAP
+
+    proc = subprocess.run(
+        [sys.executable, str(POOL_MAP), *argv], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "pool_map: usage: pool_map.py N (a count of tasks)" in proc.stderr
+    assert "Traceback" not in proc.stderr

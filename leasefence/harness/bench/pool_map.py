@@ -6,16 +6,22 @@ is imported)::
     mpiexec -n 4 python -m mpi4py.futures .../pool_map.py N
 
 The function mapped is ``int``, the identity on ints: a builtin, pickled by name, so the worker
-ranks import nothing either. Exits non-zero, saying so, when a result differs from its input.
+ranks import nothing either. Exits 1, saying so, when a result differs from its input, and 2
+when its argument is not a count of tasks.
 """
 
 import sys
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or not argv[0].isdigit():
+        print(
+            f"pool_map: usage: pool_map.py N (a count of tasks), got {argv!r:.80}", file=sys.stderr
+        )
+        return 2
+    tasks = int(argv[0])
     from mpi4py.futures import MPIPoolExecutor  # (imported here: importing it starts MPI)
 
-    tasks = int(sys.argv[1])
     with MPIPoolExecutor() as pool:
         results = list(pool.map(int, range(tasks)))
     if results != list(range(tasks)):
@@ -26,4 +32,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,5 +1,5 @@
 """Run the command-line interface as ``python -m leasefence``."""
 
-from leasefence.cli import main
+from leasefence.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -1,11 +1,72 @@
-"""How a ``leasefence`` process starts: the Makefile's byte-compiled sources (``make bytecode``),
-there for start-up time (issue 19)."""
+"""How a ``leasefence`` process starts and ends: the Makefile's byte-compiled sources (``make
+bytecode``) and the entry point (``cli.entry``), both there for start-up and exit time (issue
+19)."""
 
 from __future__ import annotations
 
+import gc
 import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
 
+import pytest
 from test_layering import ROOT, package_dirs
+
+import leasefence.cli as cli
+from leasefence.impl.journal import WorkLeaseJournal
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Path:
+    path = tmp_path / "j.jsonl"
+    with WorkLeaseJournal(path, clock=lambda: 1_767_225_600.0) as j:
+        j.lease("a" * 64, 1)
+    return path
+
+
+def test_entry_runs_main_then_freezes_what_it_left_and_returns_its_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(cli, "main", lambda: calls.append("main") or 3)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    assert cli.entry() == 3
+    assert calls == ["main", "freeze"]
+
+
+def test_main_itself_never_freezes_the_process_that_calls_it(
+    monkeypatch: pytest.MonkeyPatch, journal: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse() -> None:
+        raise AssertionError("main froze the calling process's objects")
+
+    monkeypatch.setattr(gc, "freeze", refuse)
+    assert cli.main(["journal", "inspect", str(journal)]) == 0
+    assert "1 active" in capsys.readouterr().out
+
+
+def test_python_dash_m_leasefence_exits_through_entry(journal: Path) -> None:
+    # An atexit handler runs after ``raise SystemExit(...)`` in ``__main__``: by then ``entry``
+    # has frozen the objects (``main`` alone would leave the count at 0).
+    probe = (
+        "import atexit, gc, runpy, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        f"sys.argv = ['leasefence', 'journal', 'inspect', {str(journal)!r}]\n"
+        "runpy.run_module('leasefence', run_name='__main__', alter_sys=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 active" in done.stdout
+    assert done.stdout.rstrip().endswith("frozen True")
+
+
+def test_the_leasefence_script_is_entry() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"leasefence": "leasefence.cli:entry"}
 
 
 def _rules(makefile: str) -> dict[str, tuple[list[str], list[str]]]:

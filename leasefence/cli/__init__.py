@@ -136,11 +136,13 @@ def entry() -> int:
     then its objects are left to the operating system. ``gc.freeze()`` moves every object the
     collector tracks out of its reach, so the interpreter's exit no longer traces them all again
     in its last collections: a rank of ``mpiexec -n 4 leasefence run --work 2000`` spent ~15 ms
-    less exiting, the whole job ~75 ms of CPU less (issue 19). Everything else about the exit is
-    as before: the ``atexit`` handlers run, MPI is finalized, standard output and error are
-    flushed, an object only a module holds is freed with its module. Only garbage in
-    reference cycles is never collected, and nothing waits on that: every file a command writes
-    is closed before ``main`` returns. Not in ``main``, which the tests call in process."""
+    less exiting, the whole job ~75 ms of CPU less (issue 19). The ``atexit`` handlers still run,
+    MPI is finalized, standard output and error are flushed, and an object outside any reference
+    cycle is freed with the module that holds it. An object in a cycle, live or not, is never
+    finalized: a file only such an object holds would keep what it had not flushed. None does:
+    every file a command writes is closed before ``main`` returns, and the package has no
+    ``__del__``, no ``weakref.finalize`` and no module-level writer. Not in ``main``, which the
+    tests call in process."""
     status = main()
     gc.freeze()
     return status

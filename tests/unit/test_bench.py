@@ -6,9 +6,13 @@ and the benchmarks exist to print ratios, not to gate on them.
 
 from __future__ import annotations
 
+import compileall
 import importlib.metadata
+import importlib.util
 import io
 import json
+import os
+import py_compile
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from leasefence.cli import main
-from leasefence.harness.bench.common import Sizes
+from leasefence.harness.bench.common import Sizes, bytecode_note, uncached_sources
 from leasefence.harness.bench.goals import Goal, goals
 from leasefence.harness.bench.runner import BENCHMARKS, run
 
@@ -252,3 +256,64 @@ def test_the_pool_script_refuses_anything_but_a_count_of_tasks_before_starting_m
     assert proc.returncode == 2, proc.stderr
     assert "pool_map: usage: pool_map.py N (a count of tasks)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_uncached_sources_are_those_python_would_compile_again(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    names = ("fresh", "missing", "edited", "hashed", "rehashed", "foreign")
+    for name in names:
+        (pkg / f"{name}.py").write_text("X = 1\n")
+    (pkg / "sub" / "deep.py").write_text("Y = 2\n")
+    for name in ("fresh", "edited", "foreign"):
+        py_compile.compile(str(pkg / f"{name}.py"), doraise=True)
+    py_compile.compile(str(pkg / "sub" / "deep.py"), doraise=True)
+    for name in ("hashed", "rehashed"):
+        py_compile.compile(
+            str(pkg / f"{name}.py"),
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+        )
+    (pkg / "edited.py").write_text("X = 12\n")  # another size: its cache is stale
+    (pkg / "rehashed.py").write_text("X = 2\n")  # the same size: only the hash tells
+    foreign = Path(importlib.util.cache_from_source(str(pkg / "foreign.py")))
+    foreign.write_bytes(b"\0\0\r\n" + foreign.read_bytes()[4:])  # another Python's magic
+    (tmp_path / "link").symlink_to(pkg)  # the same files again: each is counted once
+    found = uncached_sources([pkg, tmp_path / "link"])
+    assert found == [pkg / f"{n}.py" for n in ("edited", "foreign", "missing", "rehashed")]
+
+
+def test_the_bytecode_note_speaks_only_when_processes_compile_what_no_cache_holds(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.py").write_text("A = 1\n")
+    (tmp_path / "b.py").write_text("B = 1\n")
+    note = bytecode_note([tmp_path], caches_written=False)
+    assert note is not None
+    assert "2 source files of leasefence have no current bytecode cache" in note
+    assert "make bytecode" in note
+    assert bytecode_note([tmp_path], caches_written=True) is None
+    compileall.compile_dir(str(tmp_path), quiet=1)
+    assert bytecode_note([tmp_path], caches_written=False) is None
+
+
+@pytest.mark.parametrize("dont_write", [True, False])
+def test_the_bench_prints_the_bytecode_note_when_pythondontwritebytecode_is_set(
+    tmp_path: Path, dont_write: bool
+) -> None:
+    (tmp_path / "m.py").write_text("X = 1\n")
+    code = (
+        "from pathlib import Path\n"
+        "from leasefence.harness.bench import runner\n"
+        f"runner.package_folders = lambda: [Path({str(tmp_path)!r})]\n"
+        "runner.run(runner.Sizes.named('tiny'), only=())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if dont_write:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    said = "note: 1 source file of leasefence has no current bytecode cache" in done.stdout
+    assert said == dont_write, done.stdout

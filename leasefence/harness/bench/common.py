@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import sqlite3
 import statistics
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,7 +124,67 @@ def machine() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         # the fast JSON library the messages' objects are read with (impl/wire.py), if any
         "orjson": _version("orjson"),
+        # sources every process compiles again (no current cache, none written: issue 19)
+        "uncached_sources": 0
+        if not sys.flags.dont_write_bytecode
+        else len(uncached_sources(package_folders())),
     }
+
+
+def uncached_sources(folders: Iterable[Path]) -> list[Path]:
+    """The Python sources under ``folders`` (symlinked folders followed, each file once) whose
+    bytecode cache Python would not use: none in ``__pycache__``, another Python's, or one made
+    from another version of the source (by size and time, or by hash: PEP 552)."""
+    found: dict[str, Path] = {}
+    for folder in folders:
+        for root, _, files in os.walk(folder, followlinks=True):
+            for name in files:
+                if name.endswith(".py"):
+                    found.setdefault(os.path.realpath(os.path.join(root, name)), Path(root, name))
+    return [path for real, path in sorted(found.items()) if not _cache_is_current(real)]
+
+
+def _cache_is_current(source: str) -> bool:
+    """Whether ``source``'s cache in ``__pycache__`` matches it (PEP 552's header)."""
+    try:
+        with open(importlib.util.cache_from_source(source), "rb") as fh:
+            header = fh.read(16)
+        st = os.stat(source)
+    except OSError:
+        return False
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(header[4:8], "little") & 1:  # by hash (checked or not)
+        with open(source, "rb") as fh:
+            return header[8:16] == importlib.util.source_hash(fh.read())
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    return mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF
+
+
+def bytecode_note(folders: Iterable[Path], caches_written: bool) -> str | None:
+    """A line saying that the processes the benchmarks start compile some of leasefence's
+    sources first, when they do: sources without a current cache, which no process writes
+    (``caches_written`` false: ``PYTHONDONTWRITEBYTECODE``). None when there is nothing to say."""
+    if caches_written:
+        return None
+    missing = uncached_sources(folders)
+    if not missing:
+        return None
+    n = len(missing)
+    return (
+        f"  note: {n} source file{'s' if n != 1 else ''} of leasefence "
+        f"{'have' if n != 1 else 'has'} no current bytecode cache, and PYTHONDONTWRITEBYTECODE "
+        "keeps processes from writing one: every process the benchmarks start compiles "
+        f"{'them' if n != 1 else 'it'} first, and the figures include that "
+        "(`make bytecode` writes the caches)"
+    )
+
+
+def package_folders() -> list[Path]:
+    """The folders of the installed ``leasefence`` package and of its subpackages."""
+    import leasefence
+
+    return [Path(leasefence.__file__).resolve().parent]
 
 
 def _version(distribution: str) -> str | None:

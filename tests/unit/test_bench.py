@@ -261,7 +261,7 @@ def test_the_pool_script_refuses_anything_but_a_count_of_tasks_before_starting_m
 def test_uncached_sources_are_those_python_would_compile_again(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
-    names = ("fresh", "missing", "edited", "hashed", "rehashed", "foreign")
+    names = ("fresh", "missing", "edited", "hashed", "rehashed", "unchecked", "foreign")
     for name in names:
         (pkg / f"{name}.py").write_text("X = 1\n")
     (pkg / "sub" / "deep.py").write_text("Y = 2\n")
@@ -274,8 +274,14 @@ def test_uncached_sources_are_those_python_would_compile_again(tmp_path: Path) -
             doraise=True,
             invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
         )
+    py_compile.compile(
+        str(pkg / "unchecked.py"),
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
     (pkg / "edited.py").write_text("X = 12\n")  # another size: its cache is stale
     (pkg / "rehashed.py").write_text("X = 2\n")  # the same size: only the hash tells
+    (pkg / "unchecked.py").write_text("X = 2\n")  # Python never checks this cache: still used
     foreign = Path(importlib.util.cache_from_source(str(pkg / "foreign.py")))
     foreign.write_bytes(b"\0\0\r\n" + foreign.read_bytes()[4:])  # another Python's magic
     (tmp_path / "link").symlink_to(pkg)  # the same files again: each is counted once

@@ -134,7 +134,7 @@ def machine() -> dict[str, Any]:
 def uncached_sources(folders: Iterable[Path]) -> list[Path]:
     """The Python sources under ``folders`` (symlinked folders followed, each file once) whose
     bytecode cache Python would not use: none in ``__pycache__``, another Python's, or one made
-    from another version of the source (by size and time, or by hash: PEP 552)."""
+    from another version of the source (by size and time, or by a hash it checks: PEP 552)."""
     found: dict[str, Path] = {}
     for folder in folders:
         for root, _, files in os.walk(folder, followlinks=True):
@@ -154,9 +154,14 @@ def _cache_is_current(source: str) -> bool:
         return False
     if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
         return False
-    if int.from_bytes(header[4:8], "little") & 1:  # by hash (checked or not)
+    flags = int.from_bytes(header[4:8], "little")
+    if flags == 0b01:  # by hash, never checked: Python uses it whatever the source says
+        return True
+    if flags == 0b11:  # by hash, checked against the source
         with open(source, "rb") as fh:
             return header[8:16] == importlib.util.source_hash(fh.read())
+    if flags:
+        return False  # a header this Python would refuse
     mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
     return mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF
 
@@ -181,7 +186,8 @@ def bytecode_note(folders: Iterable[Path], caches_written: bool) -> str | None:
 
 
 def package_folders() -> list[Path]:
-    """The folders of the installed ``leasefence`` package and of its subpackages."""
+    """The folders leasefence's sources are in: its package's (the subpackages are below it, in
+    a checkout through the symlinks ``uncached_sources`` follows)."""
     import leasefence
 
     return [Path(leasefence.__file__).resolve().parent]

@@ -16,10 +16,12 @@ import py_compile
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from leasefence.cli import main
+from leasefence.harness.bench import common as bench_common
 from leasefence.harness.bench.common import Sizes, bytecode_note, uncached_sources
 from leasefence.harness.bench.goals import Goal, goals
 from leasefence.harness.bench.runner import BENCHMARKS, run
@@ -287,6 +289,26 @@ def test_uncached_sources_are_those_python_would_compile_again(tmp_path: Path) -
     (tmp_path / "link").symlink_to(pkg)  # the same files again: each is counted once
     found = uncached_sources([pkg, tmp_path / "link"])
     assert found == [pkg / f"{n}.py" for n in ("edited", "foreign", "missing", "rehashed")]
+
+
+def test_a_source_that_cannot_be_read_counts_as_uncached_not_as_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("X = 1\n")
+    py_compile.compile(
+        str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+    )
+    assert uncached_sources([tmp_path]) == []
+    real_open = open
+
+    def refuse_the_source(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if os.path.realpath(path) == os.path.realpath(source):  # the source does not open
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(bench_common, "open", refuse_the_source, raising=False)
+    assert uncached_sources([tmp_path]) == [source]
 
 
 def test_the_bytecode_note_speaks_only_when_processes_compile_what_no_cache_holds(

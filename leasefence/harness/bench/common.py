@@ -158,8 +158,11 @@ def _cache_is_current(source: str) -> bool:
     if flags == 0b01:  # by hash, never checked: Python uses it whatever the source says
         return True
     if flags == 0b11:  # by hash, checked against the source
-        with open(source, "rb") as fh:
-            return header[8:16] == importlib.util.source_hash(fh.read())
+        try:
+            with open(source, "rb") as fh:
+                return header[8:16] == importlib.util.source_hash(fh.read())
+        except OSError:  # unreadable: Python could not check it either
+            return False
     if flags:
         return False  # a header this Python would refuse
     mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")

@@ -246,7 +246,7 @@ def test_ranks_sets_both_mpi_benchmarks_and_each_keeps_its_own_default_without_i
     assert len(seen) == 2  # refused before running anything
 
 
-@pytest.mark.parametrize("argv", [[], ["x"], ["-1"], ["1", "2"]])
+@pytest.mark.parametrize("argv", [[], ["x"], ["-1"], ["1", "2"], ["²"]])
 def test_the_pool_script_refuses_anything_but_a_count_of_tasks_before_starting_mpi(
     argv: list[str],
 ) -> None:

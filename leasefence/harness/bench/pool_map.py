@@ -14,7 +14,7 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not argv[0].isdigit():
+    if len(argv) != 1 or not (argv[0].isascii() and argv[0].isdigit()):  # (not '²')
         print(
             f"pool_map: usage: pool_map.py N (a count of tasks), got {argv!r:.80}", file=sys.stderr
         )

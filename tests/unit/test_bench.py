@@ -22,7 +22,12 @@ import pytest
 
 from leasefence.cli import main
 from leasefence.harness.bench import common as bench_common
-from leasefence.harness.bench.common import Sizes, bytecode_note, uncached_sources
+from leasefence.harness.bench.common import (
+    Sizes,
+    bytecode_note,
+    uncached_count,
+    uncached_sources,
+)
 from leasefence.harness.bench.goals import Goal, goals
 from leasefence.harness.bench.runner import BENCHMARKS, run
 
@@ -316,13 +321,17 @@ def test_the_bytecode_note_speaks_only_when_processes_compile_what_no_cache_hold
 ) -> None:
     (tmp_path / "a.py").write_text("A = 1\n")
     (tmp_path / "b.py").write_text("B = 1\n")
-    note = bytecode_note([tmp_path], caches_written=False)
+    assert uncached_count([tmp_path], caches_written=False) == 2
+    note = bytecode_note(uncached_count([tmp_path], caches_written=False))
     assert note is not None
     assert "2 source files of leasefence have no current bytecode cache" in note
     assert "make bytecode" in note
-    assert bytecode_note([tmp_path], caches_written=True) is None
+    assert "1 source file of leasefence has no current bytecode cache" in str(bytecode_note(1))
+    assert uncached_count([tmp_path], caches_written=True) == 0
+    assert bytecode_note(uncached_count([tmp_path], caches_written=True)) is None
     compileall.compile_dir(str(tmp_path), quiet=1)
-    assert bytecode_note([tmp_path], caches_written=False) is None
+    assert uncached_count([tmp_path], caches_written=False) == 0
+    assert bytecode_note(uncached_count([tmp_path], caches_written=False)) is None
 
 
 @pytest.mark.parametrize("dont_write", [True, False])

@@ -125,9 +125,7 @@ def machine() -> dict[str, Any]:
         # the fast JSON library the messages' objects are read with (impl/wire.py), if any
         "orjson": _version("orjson"),
         # sources every process compiles again (no current cache, none written: issue 19)
-        "uncached_sources": 0
-        if not sys.flags.dont_write_bytecode
-        else len(uncached_sources(package_folders())),
+        "uncached_sources": uncached_count(package_folders(), not sys.flags.dont_write_bytecode),
     }
 
 
@@ -169,16 +167,19 @@ def _cache_is_current(source: str) -> bool:
     return mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF
 
 
-def bytecode_note(folders: Iterable[Path], caches_written: bool) -> str | None:
-    """A line saying that the processes the benchmarks start compile some of leasefence's
-    sources first, when they do: sources without a current cache, which no process writes
-    (``caches_written`` false: ``PYTHONDONTWRITEBYTECODE``). None when there is nothing to say."""
-    if caches_written:
+def uncached_count(folders: Iterable[Path], caches_written: bool) -> int:
+    """How many sources under ``folders`` every process compiles again: those without a current
+    cache (``uncached_sources``) when no process writes one (``caches_written`` false:
+    ``PYTHONDONTWRITEBYTECODE``); 0 when the first process to import one writes its cache."""
+    return 0 if caches_written else len(uncached_sources(folders))
+
+
+def bytecode_note(uncached: int) -> str | None:
+    """A line saying that the processes the benchmarks start compile ``uncached`` of
+    leasefence's sources first (``uncached_count``); None when there is nothing to say."""
+    if not uncached:
         return None
-    missing = uncached_sources(folders)
-    if not missing:
-        return None
-    n = len(missing)
+    n = uncached
     return (
         f"  note: {n} source file{'s' if n != 1 else ''} of leasefence "
         f"{'have' if n != 1 else 'has'} no current bytecode cache, and PYTHONDONTWRITEBYTECODE "

@@ -11,7 +11,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from leasefence.harness.bench.common import Say, Sizes, bytecode_note, machine, package_folders
+from leasefence.harness.bench.common import (
+    Say,
+    Sizes,
+    bytecode_note,
+    machine,
+    package_folders,
+    uncached_count,
+)
 from leasefence.harness.bench.dispatch import bench_dispatch
 from leasefence.harness.bench.goals import Goal, goals, other_figures
 from leasefence.harness.bench.jobs import bench_jobs
@@ -83,7 +90,7 @@ def run(
         print(text, file=out or sys.stdout, flush=True)
 
     say(f"leasefence bench ({sizes.name} sizes): {', '.join(only)}")
-    note = bytecode_note(package_folders(), not sys.flags.dont_write_bytecode)
+    note = bytecode_note(uncached_count(package_folders(), not sys.flags.dont_write_bytecode))
     if note is not None:
         say(note)
     with _workdir(directory) as where:
